@@ -1,0 +1,132 @@
+"""A client of a running pool: what the CLI, the demo, benchmarks and tests use."""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Awaitable, Callable, Sequence, TypeVar
+
+import classad2
+import grpc
+
+from daemons.core import ads
+from daemons.core.collector_client import CollectorClient
+from daemons.core.rpc import Channels
+from daemons.pb.htcpool import admin_pb2, admin_pb2_grpc, common_pb2
+from daemons.pb.htcpool import negotiator_pb2, negotiator_pb2_grpc, schedd_pb2, schedd_pb2_grpc
+
+T = TypeVar("T")
+
+
+class ClientError(RuntimeError):
+    pass
+
+
+def strip_addr(text: str) -> str:
+    return text.strip().strip("<>").split("?", 1)[0]
+
+
+class PoolClient:
+    def __init__(self, collector_address: str) -> None:
+        self.channels = Channels()
+        self.collector = CollectorClient(self.channels, collector_address)
+
+    async def __aenter__(self) -> "PoolClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self.channels.close()
+
+    # ---- collector ----------------------------------------------------------
+    async def ads(self, my_type: str, constraint: str = "", projection: Sequence[str] = ()) -> list[classad2.ClassAd]:
+        texts = await self.collector.query(my_type, constraint, projection, give_up_after_s=5.0)
+        return [ads.parse_ad(t) for t in texts]
+
+    async def pool_now(self) -> float:
+        """The pool's clock, from the collector's PoolEpoch and TimeScale."""
+        found = await self.ads("Collector", projection=["PoolEpoch", "TimeScale"])
+        if found:
+            epoch, scale = ads.get(found[0], "PoolEpoch"), ads.get(found[0], "TimeScale")
+            if isinstance(epoch, (int, float)) and isinstance(scale, (int, float)):
+                return epoch + (time.time() - epoch) * scale
+        return time.time()
+
+    async def daemon_address(self, my_type: str, name: str | None = None) -> str:
+        constraint = f"Name == {ads.literal(name)}" if name else ""
+        found = await self.ads(my_type, constraint, ["Name", "MyAddress"])
+        if not found:
+            what = f"{my_type} {name}" if name else f"any {my_type}"
+            raise ClientError(f"no {what} ad in the collector at {self.collector.address}")
+        return strip_addr(str(ads.get(found[0], "MyAddress", "")))
+
+    # ---- schedd -------------------------------------------------------------
+    async def schedd(self, name: str | None = None) -> schedd_pb2_grpc.ScheddStub:
+        return schedd_pb2_grpc.ScheddStub(self.channels.get(await self.daemon_address("Scheduler", name)))
+
+    async def submit(self, text: str, file: str, owner: str, schedd: str | None = None) -> tuple[int, int]:
+        stub = await self.schedd(schedd)
+        reply = await stub.Submit(schedd_pb2.SubmitRequest(submit_description=text, submit_file=file, owner=owner),
+                                  timeout=60.0)
+        return reply.cluster_id, reply.count
+
+    async def jobs(self, constraint: str = "", projection: Sequence[str] = (), history: bool = False,
+                   limit: int = 0, schedd: str | None = None) -> list[classad2.ClassAd]:
+        stub = await self.schedd(schedd)
+        out = []
+        async for chunk in stub.Query(schedd_pb2.QueryJobsRequest(
+                constraint=constraint, projection=list(projection), history=history, limit=limit), timeout=60.0):
+            out.extend(ads.parse_ad(a.text) for a in chunk.ads)
+        return out
+
+    async def act(self, action: int, job_ids: Sequence[str] = (), constraint: str = "", reason: str = "",
+                  edits: dict[str, str] | None = None, schedd: str | None = None) -> list[str]:
+        stub = await self.schedd(schedd)
+        reply = await stub.Act(schedd_pb2.ActRequest(action=action, job_ids=list(job_ids), constraint=constraint,
+                                                     reason=reason, edits=edits or {}), timeout=30.0)
+        return list(reply.job_ids)
+
+    # ---- negotiator ---------------------------------------------------------
+    async def negotiator(self) -> negotiator_pb2_grpc.NegotiatorStub:
+        return negotiator_pb2_grpc.NegotiatorStub(self.channels.get(await self.daemon_address("Negotiator")))
+
+    async def reschedule(self) -> int:
+        reply = await (await self.negotiator()).Reschedule(common_pb2.Empty(), timeout=10.0)
+        return reply.next_cycle
+
+    async def cycles(self, last: int = 0) -> list[negotiator_pb2.CycleRecord]:
+        reply = await (await self.negotiator()).CycleHistory(negotiator_pb2.CycleHistoryRequest(last=last),
+                                                             timeout=10.0)
+        return list(reply.cycles)
+
+    # ---- any daemon ---------------------------------------------------------
+    async def ping(self, address: str) -> admin_pb2.PingReply:
+        return await admin_pb2_grpc.AdminStub(self.channels.get(strip_addr(address))).Ping(common_pb2.Empty(),
+                                                                                           timeout=5.0)
+
+    async def shutdown(self, address: str, fast: bool = False) -> None:
+        await admin_pb2_grpc.AdminStub(self.channels.get(strip_addr(address))).Shutdown(
+            admin_pb2.ShutdownRequest(fast=fast), timeout=5.0)
+
+
+async def wait_for(check: Callable[[], Awaitable[T]], *, timeout_s: float, what: str,
+                   interval_s: float = 0.05) -> T:
+    """Poll `check` until it returns something truthy; fail after `timeout_s` naming `what`.
+
+    Transient RPC failures while a pool is starting count as "not yet".
+    """
+    deadline = time.monotonic() + timeout_s
+    last_error = ""
+    while True:
+        try:
+            result = await check()
+            if result:
+                return result
+        except grpc.aio.AioRpcError as e:
+            last_error = f" (last error: {e.code().name})"
+        except ClientError as e:
+            last_error = f" (last error: {e})"
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}{last_error}")
+        await asyncio.sleep(interval_s)

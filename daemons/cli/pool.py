@@ -1,0 +1,268 @@
+"""A local pool of daemon processes: used by `htcpool up`, the demo, benchmarks and tests.
+
+Each daemon is a fresh interpreter (never a fork of a process that loaded gRPC),
+binds port 0 unless the configuration fixes a port, and reports its address in a
+file under the state directory. The collector starts first; the others learn its
+address through _CONDOR_COLLECTOR_HOST and share one POOL_EPOCH, so all their
+pool clocks agree.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from daemons.core.config import check_config_file
+
+STATE_FILE = "pool.json"
+
+
+class PoolError(RuntimeError):
+    pass
+
+
+@dataclass
+class DaemonProc:
+    key: str                  # "collector", "negotiator", "schedd", "startd1", ...
+    role: str
+    args: list[str]
+    env: dict[str, str]
+    address_file: Path
+    output: Path
+    extra_args: list[str] = field(default_factory=list)
+    proc: subprocess.Popen | None = None
+    info: dict = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid if self.proc is not None else int(self.info.get("pid", 0))
+
+    @property
+    def address(self) -> str:
+        return str(self.info.get("address", ""))
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+class LocalPool:
+    def __init__(self, state_dir: str | Path, config_file: str | Path | None = None, *,
+                 machines: int = 1, startds: int = 1, host_prefix: str | None = None,
+                 env: dict[str, str] | None = None, tie_to_parent: bool = True,
+                 roles: tuple[str, ...] = ("collector", "negotiator", "schedd", "startd")) -> None:
+        self.state_dir = Path(state_dir).resolve()
+        self.config_file = Path(config_file).resolve() if config_file else None
+        self.machines = machines
+        self.startds = startds
+        self.host_prefix = host_prefix
+        self.extra_env = dict(env or {})
+        self.tie_to_parent = tie_to_parent
+        self.roles = roles
+        self.daemons: dict[str, DaemonProc] = {}
+        self.epoch = time.time()
+        self.collector_address = ""
+
+    # ---- starting ---------------------------------------------------------------
+    def _base_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update({
+            "_CONDOR_LOCAL_DIR": str(self.state_dir),
+            "_CONDOR_POOL_EPOCH": repr(self.epoch),
+            "HTCPOOL_LOG_STDERR": "0",
+            "PYTHONUNBUFFERED": "1",
+        })
+        if self.tie_to_parent:
+            env["HTCPOOL_PARENT_PID"] = str(os.getpid())
+        env.update(self.extra_env)
+        return env
+
+    def _spec(self, key: str, role: str, extra_args: list[str] | None = None) -> DaemonProc:
+        addr_file = self.state_dir / "run" / f"{key}.address"
+        out = self.state_dir / "log" / f"{key}.out"
+        args = [sys.executable, "-m", "daemons.cli.main", "daemon", role, "--address-file", str(addr_file)]
+        if self.config_file:
+            args += ["--config", str(self.config_file)]
+        args += extra_args or []
+        env = self._base_env()
+        if self.collector_address and role != "collector":
+            env["_CONDOR_COLLECTOR_HOST"] = self.collector_address
+        return DaemonProc(key, role, args, env, addr_file, out, list(extra_args or []))
+
+    def _launch(self, d: DaemonProc) -> None:
+        d.address_file.parent.mkdir(parents=True, exist_ok=True)
+        d.output.parent.mkdir(parents=True, exist_ok=True)
+        if d.address_file.exists():
+            d.address_file.unlink()
+        with open(d.output, "ab") as out:
+            d.proc = subprocess.Popen(d.args, env=d.env, stdout=out, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, start_new_session=True,
+                                      cwd=str(self.state_dir))
+        self.daemons[d.key] = d
+
+    def _await_address(self, d: DaemonProc, deadline: float) -> None:
+        while time.monotonic() < deadline:
+            if d.address_file.exists():
+                try:
+                    d.info = json.loads(d.address_file.read_text())
+                    return
+                except (json.JSONDecodeError, OSError):
+                    pass
+            if d.proc is not None and d.proc.poll() is not None:
+                raise PoolError(f"{d.key} exited with code {d.proc.returncode} during start-up:\n"
+                                f"{self._tail(d.output)}")
+            time.sleep(0.02)
+        raise PoolError(f"{d.key} did not report its address in time:\n{self._tail(d.output)}")
+
+    @staticmethod
+    def _tail(path: Path, lines: int = 20) -> str:
+        try:
+            return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no output)"
+
+    def startd_keys(self) -> list[str]:
+        return [f"startd{i}" for i in range(1, self.startds + 1)]
+
+    def _startd_args(self, index: int) -> list[str]:
+        args = ["--machines", str(self.machines), "--seed", str(index)]
+        if self.startds > 1 or self.host_prefix is not None:
+            prefix = self.host_prefix if self.host_prefix is not None else "exec"
+            args += ["--host-prefix", f"{prefix}{index}-" if self.startds > 1 else prefix]
+        return args
+
+    def start(self, timeout_s: float = 60.0) -> "LocalPool":
+        """Start every daemon and wait until each has reported its address (it serves)."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        # One check up front: a bad configuration fails here, before any process starts.
+        check_config_file(self.config_file, self.state_dir)
+        deadline = time.monotonic() + timeout_s
+        if "collector" in self.roles:
+            d = self._spec("collector", "collector")
+            self._launch(d)
+            self._await_address(d, deadline)
+            self.collector_address = d.address
+        pending = []
+        for role in self.roles:
+            if role == "collector":
+                continue
+            if role == "startd":
+                for i, key in enumerate(self.startd_keys(), 1):
+                    pending.append(self._spec(key, "startd", self._startd_args(i)))
+            else:
+                pending.append(self._spec(role, role))
+        for d in pending:
+            self._launch(d)
+        for d in pending:
+            self._await_address(d, deadline)
+        self.save()
+        return self
+
+    def save(self) -> None:
+        state = {
+            "collector": self.collector_address,
+            "epoch": self.epoch,
+            "config": str(self.config_file) if self.config_file else None,
+            "daemons": {k: {"role": d.role, "pid": d.pid, "address": d.address,
+                            "status_url": d.info.get("status_url", ""), "output": str(d.output),
+                            "args": d.args}
+                        for k, d in self.daemons.items()},
+        }
+        (self.state_dir / STATE_FILE).write_text(json.dumps(state, indent=1))
+
+    # ---- crash and restart ---------------------------------------------------------
+    def kill(self, key: str, sig: int = signal.SIGKILL) -> None:
+        d = self.daemons[key]
+        if d.proc is not None and d.proc.poll() is None:
+            d.proc.send_signal(sig)
+            d.proc.wait(timeout=30)
+
+    def restart(self, key: str, timeout_s: float = 30.0) -> DaemonProc:
+        """Start `key` again with the same arguments (after kill())."""
+        old = self.daemons[key]
+        if old.alive():
+            raise PoolError(f"{key} is still running")
+        d = self._spec(key, old.role, old.extra_args)
+        self._launch(d)
+        self._await_address(d, time.monotonic() + timeout_s)
+        if old.role == "collector" and d.address != self.collector_address:
+            raise PoolError("the collector came back on a different address; fix its port with COLLECTOR_HOST")
+        self.save()
+        return d
+
+    # ---- stopping ----------------------------------------------------------------------
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """Stop every daemon, the collector last so the others can withdraw their ads."""
+        stop_in_order({k: d.pid for k, d in self.daemons.items() if d.alive()}, timeout_s)
+        for d in self.daemons.values():
+            if d.proc is not None:
+                d.proc.wait(timeout=10)
+
+    def __enter__(self) -> "LocalPool":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def load_state(state_dir: str | Path) -> dict:
+    path = Path(state_dir) / STATE_FILE
+    if not path.exists():
+        raise PoolError(f"no pool at {Path(state_dir).resolve()} (no {STATE_FILE}; start one with 'htcpool up')")
+    return json.loads(path.read_text())
+
+
+def _wait_gone(pids: list[int], deadline: float) -> list[int]:
+    """Wait until the processes exit (reaping our own children); return those still alive."""
+    alive = list(pids)
+    while alive and time.monotonic() < deadline:
+        still = []
+        for pid in alive:
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+                if done == pid:
+                    continue
+            except ChildProcessError:
+                pass  # not our child: probe it instead
+            try:
+                os.kill(pid, 0)
+                still.append(pid)
+            except ProcessLookupError:
+                pass
+        alive = still
+        if alive:
+            time.sleep(0.02)
+    return alive
+
+
+def stop_in_order(pids: dict[str, int], timeout_s: float = 15.0) -> list[str]:
+    """SIGTERM every daemon but the collector, wait, then the collector; SIGKILL stragglers."""
+    stopped = []
+    for phase in ([k for k in pids if k != "collector"], [k for k in pids if k == "collector"]):
+        group = []
+        for key in phase:
+            try:
+                os.kill(pids[key], signal.SIGTERM)
+                group.append(pids[key])
+                stopped.append(key)
+            except ProcessLookupError:
+                continue
+        for pid in _wait_gone(group, time.monotonic() + timeout_s):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    return stopped
+
+
+def stop_detached(state_dir: str | Path, timeout_s: float = 15.0) -> list[str]:
+    """Stop a pool started by `htcpool up` (its processes are not our children)."""
+    state = load_state(state_dir)
+    pids = {k: int(v.get("pid", 0)) for k, v in state.get("daemons", {}).items() if int(v.get("pid", 0)) > 0}
+    stopped = stop_in_order(pids, timeout_s)
+    (Path(state_dir) / STATE_FILE).unlink(missing_ok=True)
+    return stopped

@@ -1,0 +1,90 @@
+"""The collector daemon: the AdStore behind gRPC, with expiry on pool time."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import classad2
+import grpc
+
+from daemons.collector.service import CollectorService
+from daemons.collector.store import AdStore, StoredAd
+from daemons.core import ads
+from daemons.core.clock import PoolClock
+from daemons.core.common import CommonConfig
+from daemons.core.config import Param
+from daemons.core.daemon import Daemon
+from daemons.pb.htcpool import collector_pb2_grpc
+
+
+@dataclass(frozen=True)
+class CollectorConfig:
+    classad_lifetime_s: float = 900.0   # CLASSAD_LIFETIME
+    collector_name: str = ""            # COLLECTOR_NAME
+
+    @classmethod
+    def from_param(cls, p: Param) -> "CollectorConfig":
+        return cls(classad_lifetime_s=float(p.int("CLASSAD_LIFETIME", 900, minimum=1) or 900),
+                   collector_name=p.str("COLLECTOR_NAME", "") or "")
+
+
+class CollectorDaemon(Daemon):
+    role = "collector"
+    my_type = "Collector"
+
+    def __init__(self, common: CommonConfig, cfg: CollectorConfig, clock: PoolClock | None = None) -> None:
+        super().__init__(common, clock)
+        self.cfg = cfg
+        self.store = AdStore(cfg.classad_lifetime_s)
+        self.queries_total = 0
+
+    def default_name(self) -> str:
+        return self.common.full_hostname
+
+    def add_services(self, server: grpc.aio.Server) -> None:
+        collector_pb2_grpc.add_CollectorServicer_to_server(CollectorService(self), server)
+
+    def store_update(self, ad: classad2.ClassAd, now: float, what: str) -> StoredAd:
+        return self.store.update(ad, now, what)
+
+    async def on_start(self) -> None:
+        # Sweep often enough that an ad is gone within a tenth of its lifetime of expiring.
+        self.add_periodic("expire", max(1.0, self.cfg.classad_lifetime_s / 10), self.expire)
+
+    async def expire(self) -> None:
+        for s in self.store.expire(self.clock.now()):
+            self.log.info('**** Removing stale ad: "%s" (%s, not heard from for %.0f s)',
+                          s.name, s.my_type, self.clock.now() - s.last_heard)
+
+    def own_ads(self) -> list[dict[str, Any]]:
+        ad = self.base_ad()
+        ad.update({"CollectorName": self.cfg.collector_name or self.name,
+                   "CurrentJobsRunningAll": 0,
+                   "ClassAdLifetimeDefault": int(self.cfg.classad_lifetime_s),
+                   "NumAds": len(self.store)})
+        return [ad]
+
+    async def advertise(self) -> None:
+        # The collector's own ad goes straight into its own store.
+        now = self.clock.now()
+        for a in self.own_ads():
+            self.store.update(ads.parse_ad(ads.ad_text(a)), now)
+
+    async def withdraw(self) -> None:
+        return None
+
+    def status(self) -> dict[str, Any]:
+        s = self.base_status()
+        s.update({"ads": self.store.counts(), "classad_lifetime_s": self.cfg.classad_lifetime_s,
+                  "updates_total": self.store.updates_total, "queries_total": self.queries_total,
+                  "expired_total": self.store.expired_total,
+                  "invalidated_total": self.store.invalidated_total})
+        return s
+
+    def metrics(self) -> dict[str, Any]:
+        m = super().metrics()
+        m.update({"ads": {(("my_type", t),): float(n) for t, n in self.store.counts().items()},
+                  "updates_total": float(self.store.updates_total),
+                  "queries_total": float(self.queries_total),
+                  "expired_total": float(self.store.expired_total)})
+        return m

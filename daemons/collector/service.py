@@ -1,0 +1,72 @@
+"""gRPC adapter of the collector: protobuf in, AdStore calls, protobuf out."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, AsyncIterator
+
+import grpc
+
+from daemons.core import ads
+from daemons.collector.store import StoreError
+from daemons.pb.htcpool import collector_pb2 as pb
+from daemons.pb.htcpool import collector_pb2_grpc as pb_grpc
+from daemons.pb.htcpool import common_pb2
+
+if TYPE_CHECKING:
+    from daemons.collector.daemon import CollectorDaemon
+
+QUERY_CHUNK = 1000
+
+
+class CollectorService(pb_grpc.CollectorServicer):
+    def __init__(self, daemon: "CollectorDaemon") -> None:
+        self.d = daemon
+
+    async def UpdateAds(self, request: pb.UpdateAdsRequest, context: grpc.aio.ServicerContext) -> pb.UpdateAdsReply:
+        # Parse and check every ad before storing any: a bad ad loses nothing.
+        parsed = []
+        for i, a in enumerate(request.ads):
+            try:
+                parsed.append(ads.parse_ad(a.text, f"ad {i + 1} of {len(request.ads)}"))
+            except ads.AdError as e:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        now = self.d.clock.now()
+        try:
+            for i, ad in enumerate(parsed):
+                self.d.store_update(ad, now, f"ad {i + 1} of {len(parsed)}")
+        except StoreError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        invalidated = 0
+        if request.invalidate_names:
+            invalidated = self.d.store.invalidate(request.invalidate_type or "Machine", request.invalidate_names)
+        return pb.UpdateAdsReply(updated=len(parsed), invalidated=invalidated)
+
+    async def InvalidateAds(self, request: pb.InvalidateAdsRequest,
+                            context: grpc.aio.ServicerContext) -> pb.InvalidateAdsReply:
+        constraint = None
+        if request.constraint.strip():
+            try:
+                constraint = ads.parse_expr(request.constraint, "constraint")
+            except ads.AdError as e:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        if not request.my_type:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "my_type is required")
+        n = self.d.store.invalidate(request.my_type, request.names, constraint)
+        if n:
+            self.d.log.info("invalidated %d %s ad(s)", n, request.my_type)
+        return pb.InvalidateAdsReply(invalidated=n)
+
+    async def QueryAds(self, request: pb.QueryAdsRequest,
+                       context: grpc.aio.ServicerContext) -> AsyncIterator[pb.QueryAdsReply]:
+        constraint = None
+        if request.constraint.strip():
+            try:
+                constraint = ads.parse_expr(request.constraint, "constraint")
+            except ads.AdError as e:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        self.d.queries_total += 1
+        texts = self.d.store.query(request.my_type or "Any", self.d.clock.now(), constraint,
+                                   list(request.projection), request.include_private)
+        for i in range(0, len(texts), QUERY_CHUNK):
+            yield pb.QueryAdsReply(ads=[common_pb2.ClassAd(text=t) for t in texts[i:i + QUERY_CHUNK]])
+        if not texts:
+            yield pb.QueryAdsReply()

@@ -1,0 +1,121 @@
+"""The collector's ad store: pure, no I/O; time is passed in.
+
+Ads are keyed by (MyType, Name), as HTCondor keys them. Each update stamps
+LastHeardFrom; an ad expires when LastHeardFrom + lifetime has passed, the lifetime
+being the ad's own ClassAdLifetime or else CLASSAD_LIFETIME (HTCondor's rule).
+Claim ids are private: queries leave them out unless asked (only the negotiator asks).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import classad2
+
+from daemons.core import ads
+
+PRIVATE_ATTRS = ("ClaimId", "Capability", "ClaimIdList")
+
+
+class StoreError(ValueError):
+    pass
+
+
+@dataclass
+class StoredAd:
+    my_type: str
+    name: str
+    ad: classad2.ClassAd
+    full_text: str
+    public_text: str
+    last_heard: float
+    lifetime: float
+
+    def expired(self, now: float) -> bool:
+        return now > self.last_heard + self.lifetime
+
+
+def _key(my_type: str, name: str) -> tuple[str, str]:
+    return (my_type.lower(), name)
+
+
+class AdStore:
+    def __init__(self, default_lifetime_s: float) -> None:
+        self.default_lifetime_s = default_lifetime_s
+        self._ads: dict[tuple[str, str], StoredAd] = {}
+        self.updates_total = 0
+        self.expired_total = 0
+        self.invalidated_total = 0
+
+    def __len__(self) -> int:
+        return len(self._ads)
+
+    def update(self, ad: classad2.ClassAd, now: float, what: str = "ad") -> StoredAd:
+        my_type = ads.get(ad, "MyType")
+        name = ads.get(ad, "Name")
+        if not isinstance(my_type, str) or not my_type:
+            raise StoreError(f"{what}: MyType is missing or not a string")
+        if not isinstance(name, str) or not name:
+            raise StoreError(f"{what}: Name is missing or not a string")
+        ad["LastHeardFrom"] = int(now)
+        lifetime = ads.get(ad, "ClassAdLifetime")
+        if isinstance(lifetime, bool) or not isinstance(lifetime, (int, float)) or lifetime <= 0:
+            lifetime = self.default_lifetime_s
+        full = repr(ad)
+        public = full
+        if any(a in ad for a in PRIVATE_ATTRS):
+            public_ad = classad2.ClassAd(full)
+            for a in PRIVATE_ATTRS:
+                if a in public_ad:
+                    del public_ad[a]
+            public = repr(public_ad)
+        stored = StoredAd(my_type, name, ad, full, public, now, float(lifetime))
+        self._ads[_key(my_type, name)] = stored
+        self.updates_total += 1
+        return stored
+
+    def invalidate(self, my_type: str, names: Iterable[str] = (),
+                   constraint: classad2.ExprTree | None = None) -> int:
+        removed = 0
+        for n in names:
+            if self._ads.pop(_key(my_type, n), None) is not None:
+                removed += 1
+        if constraint is not None:
+            for key, stored in list(self._ads.items()):
+                if self._type_matches(stored, my_type) and ads.is_true(ads.evaluate(constraint, stored.ad)):
+                    del self._ads[key]
+                    removed += 1
+        self.invalidated_total += removed
+        return removed
+
+    @staticmethod
+    def _type_matches(stored: StoredAd, my_type: str) -> bool:
+        return my_type in ("", "Any", "any") or stored.my_type.lower() == my_type.lower()
+
+    def query(self, my_type: str, now: float, constraint: classad2.ExprTree | None = None,
+              projection: Sequence[str] = (), include_private: bool = False) -> list[str]:
+        out: list[str] = []
+        for stored in self._ads.values():
+            if not self._type_matches(stored, my_type) or stored.expired(now):
+                continue
+            if constraint is not None and not ads.is_true(ads.evaluate(constraint, stored.ad)):
+                continue
+            if projection:
+                attrs = [a for a in projection if include_private or a not in PRIVATE_ATTRS]
+                out.append(repr(ads.project(stored.ad, attrs)))
+            else:
+                out.append(stored.full_text if include_private else stored.public_text)
+        return out
+
+    def expire(self, now: float) -> list[StoredAd]:
+        gone = [s for s in self._ads.values() if s.expired(now)]
+        for s in gone:
+            del self._ads[_key(s.my_type, s.name)]
+        self.expired_total += len(gone)
+        return gone
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for s in self._ads.values():
+            out[s.my_type] = out.get(s.my_type, 0) + 1
+        return out

@@ -1,0 +1,155 @@
+"""ClassAd helpers over classad2: strict parsing, one-line printing, building ads.
+
+classad2.ExprTree("1; Foo = 2") quietly keeps "1" and drops the rest, and
+ClassAd("[a = 1] junk") ignores the junk. Input from users and the wire goes
+through `parse_expr` / `parse_ad`, which refuse anything not consumed whole.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Mapping
+
+import classad2
+
+_PROBE_ATTR = "HtcpoolParsedExpression"
+_NEWLINE_INDENT = re.compile(r"\n\s*")
+
+
+class AdError(ValueError):
+    """Text that is not a valid ClassAd or ClassAd expression."""
+
+
+class Expr(str):
+    """A value that is ClassAd expression text, not a string literal."""
+
+
+def one_line(text: str) -> str:
+    # The unparser breaks lines only between tokens; string literals print their
+    # newlines escaped, so real newlines are always safe to fold.
+    return _NEWLINE_INDENT.sub(" ", text).strip()
+
+
+def parse_expr(text: str, what: str = "expression") -> classad2.ExprTree:
+    """Parse one whole ClassAd expression or raise AdError naming `what`."""
+    if not isinstance(text, str) or not text.strip():
+        raise AdError(f"{what}: empty expression")
+    # Parenthesised so that text cannot close the record early, and the newline
+    # ends any // comment before the closing parenthesis.
+    try:
+        ad = classad2.ClassAd(f"[{_PROBE_ATTR} = ({text}\n)]")
+    except Exception:
+        raise AdError(f"{what}: cannot parse {text.strip()!r} as a ClassAd expression") from None
+    if len(ad) != 1 or _PROBE_ATTR not in ad:
+        raise AdError(f"{what}: cannot parse {text.strip()!r} as a ClassAd expression")
+    # Parse again without the parentheses so the canonical text has none added.
+    tree = classad2.ExprTree(text)
+    return tree
+
+
+def expr_text(value: classad2.ExprTree | str, what: str = "expression") -> str:
+    """Canonical one-line text of an expression (validated if given as text)."""
+    tree = parse_expr(value, what) if isinstance(value, str) else value
+    return one_line(str(tree))
+
+
+def parse_ad(text: str, what: str = "ClassAd") -> classad2.ClassAd:
+    """Parse a whole ClassAd in the new syntax or raise AdError naming `what`."""
+    if not isinstance(text, str):
+        raise AdError(f"{what}: not text")
+    stripped = text.strip()
+    if not (stripped.startswith("[") and stripped.endswith("]")):
+        raise AdError(f"{what}: a ClassAd must be written [ Name = value; ... ]")
+    try:
+        ad = classad2.ClassAd(stripped)
+    except Exception:
+        raise AdError(f"{what}: cannot parse as a ClassAd: {stripped[:200]!r}") from None
+    return ad
+
+
+def literal(value: Any) -> str:
+    """ClassAd text of a Python value (Expr passes through as expression text)."""
+    if isinstance(value, Expr):
+        return str(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return "error"
+        return repr(value)
+    if isinstance(value, str):
+        return classad2.quote(value)
+    if value is None:
+        return "undefined"
+    if isinstance(value, (list, tuple)):
+        return "{ " + ", ".join(literal(v) for v in value) + " }"
+    raise TypeError(f"no ClassAd literal for {type(value).__name__}")
+
+
+def ad_text(attrs: Mapping[str, Any]) -> str:
+    """New-syntax text of an ad from attribute -> Python value / Expr."""
+    return "[ " + "; ".join(f"{k} = {literal(v)}" for k, v in attrs.items()) + " ]"
+
+
+def text_of_exprs(attrs: Mapping[str, str]) -> str:
+    """New-syntax text of an ad whose values are already expression text."""
+    return "[ " + "; ".join(f"{k} = {v}" for k, v in attrs.items()) + " ]"
+
+
+def exprs_of(ad: classad2.ClassAd) -> dict[str, str]:
+    """attribute -> canonical one-line expression text."""
+    return {k: one_line(str(ad.lookup(k))) for k in ad.keys()}
+
+
+def get(ad: classad2.ClassAd, attr: str, default: Any = None) -> Any:
+    """Evaluate `attr` in `ad`; undefined, error or missing give `default`."""
+    if attr not in ad:
+        return default
+    try:
+        v = ad.eval(attr)
+    except Exception:
+        return default
+    if isinstance(v, classad2.Value):
+        return default
+    return v
+
+
+def project(ad: classad2.ClassAd, attrs: Iterable[str]) -> classad2.ClassAd:
+    out = classad2.ClassAd()
+    for a in attrs:
+        if a in ad:
+            out[a] = ad.lookup(a)
+    return out
+
+
+def evaluate(tree: classad2.ExprTree, my: classad2.ClassAd | None = None,
+             target: classad2.ClassAd | None = None) -> Any:
+    """Evaluate with MY and TARGET scopes; evaluation failures become classad2.Value.Error."""
+    try:
+        if my is None:
+            return tree.eval()
+        if target is None:
+            return tree.eval(my)
+        return tree.eval(my, target)
+    except Exception:
+        return classad2.Value.Error
+
+
+def is_true(value: Any) -> bool:
+    """ClassAd truth for a constraint: only boolean true (or a non-zero number) is true."""
+    if isinstance(value, classad2.Value):
+        return False
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return value != 0
+    return False
+
+
+def as_number(value: Any) -> float | None:
+    if isinstance(value, classad2.Value) or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None

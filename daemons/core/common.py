@@ -1,0 +1,119 @@
+"""Settings every daemon reads: where the collector is, ports, time, directories."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from daemons.core.config import ConfigError, Param
+
+DEFAULT_COLLECTOR_PORT = 9618
+
+# HTCondor subsystem names, as used in knob names (SCHEDD_ARGS, STARTD_NAME, ...).
+SUBSYS = {
+    "collector": "COLLECTOR",
+    "negotiator": "NEGOTIATOR",
+    "schedd": "SCHEDD",
+    "startd": "STARTD",
+    "defrag": "DEFRAG",
+    "drainboss": "DRAINBOSS",
+}
+
+# How often each daemon re-advertises its own ad, with HTCondor's knob and default.
+UPDATE_INTERVAL_KNOB = {
+    "collector": ("COLLECTOR_UPDATE_INTERVAL", 900),
+    "negotiator": ("NEGOTIATOR_UPDATE_INTERVAL", 300),
+    "schedd": ("SCHEDD_INTERVAL", 300),
+    "startd": ("UPDATE_INTERVAL", 300),
+    "defrag": ("DEFRAG_UPDATE_INTERVAL", 300),
+    "drainboss": ("DRAINBOSS_UPDATE_INTERVAL", 300),
+}
+
+
+@dataclass(frozen=True)
+class CommonConfig:
+    role: str
+    collector_host: str | None  # "host:port"; None only for a collector that binds port 0
+    bind_host: str
+    grpc_port: int              # 0 = any free port
+    status_port: int            # 0 = any free port
+    time_scale: float
+    pool_epoch: float | None    # None: learn from the collector's PoolEpoch
+    local_dir: Path
+    log_dir: Path
+    spool_dir: Path
+    full_hostname: str
+    uid_domain: str
+    update_interval_s: float
+    name: str | None = None     # the daemon's Name; None: HTCondor's default for the role
+
+    @property
+    def subsys(self) -> str:
+        return SUBSYS[self.role]
+
+
+def split_host_port(value: str, default_port: int = DEFAULT_COLLECTOR_PORT) -> tuple[str, int]:
+    """'host', 'host:port', '<host:port>' or '<host:port?...>' -> (host, port)."""
+    v = value.strip().strip("<>").split("?", 1)[0]
+    if ":" in v:
+        host, _, port = v.rpartition(":")
+        if not port.isdigit():
+            raise ValueError(f"port {port!r} is not a number")
+        return host, int(port)
+    return v, default_port
+
+
+_PORT_ARG = re.compile(r"(?:^|\s)-p(?:ort)?\s+(\d+)(?:\s|$)")
+
+
+def _port_from_args(param: Param, subsys: str) -> int | None:
+    """HTCondor sets a daemon's fixed command port with <SUBSYS>_ARGS = -p <port>."""
+    args = param.str(f"{subsys}_ARGS")
+    if not args:
+        return None
+    m = _PORT_ARG.search(args)
+    if not m:
+        return None
+    return int(m.group(1))
+
+
+def read_common(param: Param, role: str, *, name: str | None = None) -> CommonConfig:
+    if role not in SUBSYS:
+        raise ConfigError(f"unknown daemon role {role!r}; one of {', '.join(SUBSYS)}")
+    subsys = SUBSYS[role]
+    collector_host = param.str("COLLECTOR_HOST")
+    if collector_host:
+        try:
+            host, port = split_host_port(collector_host, param.int("COLLECTOR_PORT", DEFAULT_COLLECTOR_PORT))
+        except ValueError as e:
+            raise ConfigError(f"{param.where('COLLECTOR_HOST')}: COLLECTOR_HOST = {collector_host!r}: {e}") from None
+        collector_host = f"{host}:{port}"
+    grpc_port = _port_from_args(param, subsys)
+    if grpc_port is None:
+        grpc_port = 0
+        if role == "collector" and collector_host:
+            grpc_port = int(collector_host.rpartition(":")[2])
+    if role != "collector" and not collector_host:
+        raise ConfigError(f"{param.where('COLLECTOR_HOST')}: COLLECTOR_HOST is not set; "
+                          f"the {role} needs to know where the collector is")
+    local_dir = Path(param.str("LOCAL_DIR") or ".htcpool")
+    knob, default_interval = UPDATE_INTERVAL_KNOB[role]
+    epoch = param.float("POOL_EPOCH") if param.is_set("POOL_EPOCH") else None
+    hostname = param.str("FULL_HOSTNAME") or "localhost"
+    return CommonConfig(
+        role=role,
+        collector_host=collector_host,
+        bind_host=param.str("NETWORK_INTERFACE", "127.0.0.1") or "127.0.0.1",
+        grpc_port=grpc_port,
+        status_port=param.int(f"{subsys}_STATUS_PORT", 0, minimum=0) or 0,
+        time_scale=param.float("TIME_SCALE", 1.0, positive=True) or 1.0,
+        pool_epoch=epoch,
+        local_dir=local_dir,
+        log_dir=Path(param.str("LOG") or local_dir / "log"),
+        spool_dir=Path(param.str("SPOOL") or local_dir / "spool"),
+        full_hostname=hostname,
+        uid_domain=param.str("UID_DOMAIN") or hostname,
+        update_interval_s=float(param.int(knob, default_interval, minimum=1) or default_interval),
+        # COLLECTOR_NAME names the pool, not the collector daemon.
+        name=name or (param.str(f"{subsys}_NAME") if role != "collector" else None),
+    )

@@ -1,0 +1,293 @@
+"""One lifecycle for every daemon.
+
+start() and close() are idempotent. A daemon serves its own gRPC services plus the
+common Admin service, runs a status page, runs named periodic tasks on pool time,
+publishes its own ad(s) to the collector every update interval (and on demand) and
+withdraws them on shutdown. Subclasses fill in `add_services`, `on_start`,
+`on_close`, `own_ads`, `status` and `metrics`.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+import grpc
+
+from daemons.core import ads
+from daemons.core.clock import PoolClock
+from daemons.core.collector_client import CollectorClient
+from daemons.core.common import CommonConfig
+from daemons.core.rpc import Channels, bind, call_with_retry, describe, new_server
+from daemons.core.status import StatusPage
+from daemons.pb.htcpool import admin_pb2, admin_pb2_grpc, common_pb2
+
+VERSION = "0.1.0"
+
+
+@dataclass
+class Periodic:
+    name: str
+    interval_s: float                  # pool seconds
+    fn: Callable[[], Awaitable[Any]]
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task | None = None
+    runs: int = 0
+    failures: int = 0
+    last_error: str = ""
+    last_run: float = 0.0              # pool time of the last start
+
+
+class Daemon:
+    role = "daemon"
+    my_type = "Generic"
+
+    def __init__(self, common: CommonConfig, clock: PoolClock | None = None) -> None:
+        self.common = common
+        if clock is None:
+            clock = PoolClock(scale=common.time_scale,
+                              epoch=common.pool_epoch if common.pool_epoch is not None else time.time())
+        self.clock = clock
+        self.epoch_known = common.pool_epoch is not None or common.time_scale == 1.0
+        self.log = logging.getLogger(f"htcpool.{self.role}")
+        self.channels = Channels()
+        self.name = common.name or self.default_name()
+        self.address = ""
+        self.status_url = ""
+        self.ready = False
+        self.started_at = 0.0
+        self.shutdown_requested = asyncio.Event()
+        self.fast_shutdown = False
+        self._server: grpc.aio.Server | None = None
+        self._page: StatusPage | None = None
+        self._periodics: dict[str, Periodic] = {}
+        self._started = False
+        self._closed = False
+        self._update_seq = 0
+        self.collector = (CollectorClient(self.channels, common.collector_host, self.log)
+                          if common.collector_host else None)
+
+    # ---- for subclasses -------------------------------------------------
+    def default_name(self) -> str:
+        return self.common.full_hostname
+
+    def add_services(self, server: grpc.aio.Server) -> None:
+        """Register the daemon's own gRPC services."""
+
+    async def on_start(self) -> None:
+        """Work after the servers are up and before periodic tasks begin."""
+
+    async def on_close(self) -> None:
+        """Work before the daemon's ads are withdrawn and its servers stop."""
+
+    def own_ads(self) -> list[dict[str, Any]]:
+        return [self.base_ad()]
+
+    def withdraw_keys(self) -> list[tuple[str, list[str]]]:
+        """(MyType, names) to invalidate on shutdown."""
+        return [(self.my_type, [self.name])]
+
+    def status(self) -> dict[str, Any]:
+        return self.base_status()
+
+    def metrics(self) -> dict[str, Any]:
+        return {
+            "up": 1.0,
+            "pool_time_seconds": self.clock.now(),
+            "periodic_failures_total": float(sum(p.failures for p in self._periodics.values())),
+        }
+
+    # ---- lifecycle --------------------------------------------------------
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self._server = new_server()
+        self.add_services(self._server)
+        admin_pb2_grpc.add_AdminServicer_to_server(_AdminService(self), self._server)
+        port = bind(self._server, self.common.bind_host, self.common.grpc_port)
+        await self._server.start()
+        self.address = f"{self.common.bind_host}:{port}"
+        self._page = StatusPage(self)
+        self.status_url = await self._page.start(self.common.bind_host, self.common.status_port)
+        if not self.epoch_known:
+            await self._learn_epoch()
+        self.started_at = self.clock.now()
+        self.log.info("**** %s %s (htcpool %s) starting at %s, pid %d, time scale %g",
+                      self.role, self.name, VERSION, self.address, os.getpid(), self.clock.scale)
+        await self.on_start()
+        self.add_periodic("advertise", self.common.update_interval_s, self.advertise)
+        self.ready = True
+        self.log.info("%s ready; status page %s", self.role, self.status_url)
+
+    async def close(self) -> None:
+        if self._closed or not self._started:
+            self._closed = True
+            return
+        self._closed = True
+        self.ready = False
+        for p in self._periodics.values():
+            if p.task is not None:
+                p.task.cancel()
+        for p in self._periodics.values():
+            if p.task is not None:
+                try:
+                    await p.task
+                except (asyncio.CancelledError, Exception):
+                    pass
+        try:
+            await self.on_close()
+        except Exception:
+            self.log.exception("error while closing")
+        if not self.fast_shutdown:
+            await self.withdraw()
+        if self._page is not None:
+            await self._page.stop()
+        if self._server is not None:
+            await self._server.stop(grace=0.5)
+        await self.channels.close()
+        self.log.info("**** %s %s exiting", self.role, self.name)
+
+    def request_shutdown(self, fast: bool = False) -> None:
+        self.fast_shutdown = self.fast_shutdown or fast
+        self.shutdown_requested.set()
+
+    # ---- periodic tasks ---------------------------------------------------
+    def add_periodic(self, name: str, interval_s: float, fn: Callable[[], Awaitable[Any]],
+                     *, first_delay_s: float = 0.0) -> Periodic:
+        """Run `fn` every `interval_s` pool seconds, on a schedule anchored to its first run.
+
+        Runs are counted from start to start, as HTCondor counts its intervals, so a
+        slow run does not push the whole schedule back. `trigger(name)` runs it early.
+        """
+        if name in self._periodics:
+            raise ValueError(f"periodic task {name!r} already exists")
+        p = Periodic(name, max(interval_s, 1e-6), fn)
+        self._periodics[name] = p
+        p.task = asyncio.create_task(self._run_periodic(p, first_delay_s), name=f"{self.role}:{name}")
+        return p
+
+    def trigger(self, name: str) -> None:
+        p = self._periodics.get(name)
+        if p is not None:
+            p.wake.set()
+
+    async def _run_periodic(self, p: Periodic, first_delay_s: float) -> None:
+        next_run = self.clock.now() + first_delay_s
+        while True:
+            await self._wait_until(p, next_run)
+            p.wake.clear()
+            p.last_run = self.clock.now()
+            try:
+                await p.fn()
+                p.runs += 1
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                p.failures += 1
+                p.last_error = describe(e)
+                self.log.warning("periodic task %s failed: %s", p.name, p.last_error,
+                                 exc_info=not isinstance(e, grpc.aio.AioRpcError))
+            next_run = p.last_run + p.interval_s
+            if next_run < self.clock.now():
+                # Overran a whole interval: start again from now rather than bunching.
+                next_run = self.clock.now()
+
+    async def _wait_until(self, p: Periodic, pool_time: float) -> None:
+        delay = self.clock.wall_at(pool_time) - self.clock.wall()
+        if delay <= 0:
+            return
+        try:
+            await asyncio.wait_for(p.wake.wait(), timeout=delay)
+        except asyncio.TimeoutError:
+            pass
+
+    # ---- own ad -------------------------------------------------------------
+    def base_ad(self) -> dict[str, Any]:
+        self._update_seq += 1
+        return {
+            "MyType": self.my_type,
+            "Name": self.name,
+            "Machine": self.common.full_hostname,
+            "MyAddress": self.address,
+            "CondorVersion": f"$CondorVersion: htcpool {VERSION} $",
+            "DaemonStartTime": int(self.started_at),
+            "UpdateSequenceNumber": self._update_seq,
+            "UpdateInterval": int(self.common.update_interval_s),
+            "HtcpoolStatusUrl": self.status_url,
+            "TimeScale": float(self.clock.scale),
+            "PoolEpoch": float(self.clock.epoch),
+            "MyCurrentTime": int(self.clock.now()),
+        }
+
+    async def advertise(self) -> None:
+        if self.collector is None:
+            return
+        texts = [ads.ad_text(a) for a in self.own_ads()]
+        await self.collector.update(texts)
+
+    async def withdraw(self) -> None:
+        if self.collector is None:
+            return
+        for my_type, names in self.withdraw_keys():
+            try:
+                await self.collector.invalidate(my_type, names, give_up_after_s=2.0)
+            except Exception as e:
+                self.log.warning("could not withdraw %s ads from the collector: %s", my_type, describe(e))
+
+    async def _learn_epoch(self) -> None:
+        """Adopt the collector's PoolEpoch so this daemon's pool clock agrees with the pool's."""
+        assert self.collector is not None
+        self.log.info("POOL_EPOCH not configured; asking the collector at %s", self.collector.address)
+        texts = await call_with_retry(
+            f"learning the pool epoch from the collector at {self.collector.address}",
+            lambda: self.collector.query("Collector", projection=["PoolEpoch", "TimeScale"],
+                                         give_up_after_s=1.0),
+            give_up_after_s=None, logger=self.log)
+        for t in texts:
+            epoch = ads.get(ads.parse_ad(t), "PoolEpoch")
+            if isinstance(epoch, (int, float)):
+                self.clock.epoch = float(epoch)
+                self.epoch_known = True
+                self.log.info("pool epoch %.3f learned from the collector", epoch)
+                return
+        raise RuntimeError("the collector's ad has no PoolEpoch")
+
+    def base_status(self) -> dict[str, Any]:
+        now = self.clock.now()
+        return {
+            "role": self.role,
+            "name": self.name,
+            "address": self.address,
+            "pid": os.getpid(),
+            "ready": self.ready,
+            "pool_time": now,
+            "uptime_pool_s": now - self.started_at if self.started_at else 0.0,
+            "time_scale": self.clock.scale,
+            "pool_epoch": self.clock.epoch,
+            "collector": self.common.collector_host,
+            "periodic": {
+                p.name: {"interval_s": p.interval_s, "runs": p.runs, "failures": p.failures,
+                         "last_error": p.last_error, "last_run": p.last_run}
+                for p in self._periodics.values()
+            },
+        }
+
+
+class _AdminService(admin_pb2_grpc.AdminServicer):
+    def __init__(self, daemon: Daemon) -> None:
+        self.daemon = daemon
+
+    async def Ping(self, request: common_pb2.Empty, context: grpc.aio.ServicerContext) -> admin_pb2.PingReply:
+        d = self.daemon
+        return admin_pb2.PingReply(role=d.role, name=d.name, ready=d.ready, pool_time=d.clock.now(),
+                                   status_url=d.status_url, pid=os.getpid())
+
+    async def Shutdown(self, request: admin_pb2.ShutdownRequest,
+                       context: grpc.aio.ServicerContext) -> common_pb2.Empty:
+        self.daemon.log.info("shutdown requested over RPC%s", " (fast)" if request.fast else "")
+        self.daemon.request_shutdown(fast=request.fast)
+        return common_pb2.Empty()

@@ -1,0 +1,107 @@
+"""gRPC plumbing shared by every daemon: servers, a channel cache, the one retry layer.
+
+Retries happen here and only here: on UNAVAILABLE and DEADLINE_EXCEEDED, with
+exponential backoff, each attempt with its own deadline, and a log line that says
+what is being retried and when, so a daemon waiting for a peer says so.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Awaitable, Callable, TypeVar
+
+import grpc
+from tenacity import (AsyncRetrying, RetryCallState, retry_if_exception, stop_after_delay,
+                      stop_never, wait_exponential)
+
+log = logging.getLogger("htcpool.rpc")
+
+T = TypeVar("T")
+
+# Ads of 50k slots travel in chunks, but a single large job ad or slot ad list must fit.
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.so_reuseport", 0),
+]
+TRANSIENT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
+
+
+def new_server() -> grpc.aio.Server:
+    return grpc.aio.server(options=_OPTIONS)
+
+
+def bind(server: grpc.aio.Server, host: str, port: int) -> int:
+    """Bind host:port (0 = any free port) and return the port bound."""
+    bound = server.add_insecure_port(f"{host}:{port}")
+    if bound == 0:
+        raise OSError(f"cannot bind {host}:{port}")
+    return bound
+
+
+class Channels:
+    """One channel per peer address, reused for every call to that peer."""
+
+    def __init__(self) -> None:
+        self._channels: dict[str, grpc.aio.Channel] = {}
+
+    def get(self, address: str) -> grpc.aio.Channel:
+        ch = self._channels.get(address)
+        if ch is None:
+            ch = grpc.aio.insecure_channel(address, options=_OPTIONS)
+            self._channels[address] = ch
+        return ch
+
+    async def drop(self, address: str) -> None:
+        ch = self._channels.pop(address, None)
+        if ch is not None:
+            await ch.close()
+
+    async def close(self) -> None:
+        channels, self._channels = self._channels, {}
+        for ch in channels.values():
+            await ch.close(grace=None)
+
+
+def is_transient(exc: BaseException) -> bool:
+    return isinstance(exc, grpc.aio.AioRpcError) and exc.code() in TRANSIENT
+
+
+def describe(exc: BaseException) -> str:
+    if isinstance(exc, grpc.aio.AioRpcError):
+        detail = (exc.details() or "").splitlines()[0] if exc.details() else ""
+        return f"{exc.code().name}{': ' + detail if detail else ''}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+async def call_with_retry(what: str, fn: Callable[[], Awaitable[T]], *,
+                          give_up_after_s: float | None = 30.0,
+                          max_backoff_s: float = 10.0,
+                          logger: logging.Logger | None = None) -> T:
+    """Call `fn` until it succeeds or a non-transient error; retry transient ones.
+
+    `give_up_after_s=None` retries forever (a daemon waiting for a peer it needs).
+    """
+    logger = logger or log
+
+    def before_sleep(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        wait = state.next_action.sleep if state.next_action else 0.0
+        logger.warning("%s failed (%s); retrying in %.1f s (attempt %d)",
+                       what, describe(exc) if exc else "?", wait, state.attempt_number)
+
+    retrying = AsyncRetrying(
+        retry=retry_if_exception(is_transient),
+        wait=wait_exponential(multiplier=0.1, min=0.05, max=max_backoff_s),
+        stop=stop_never if give_up_after_s is None else stop_after_delay(give_up_after_s),
+        before_sleep=before_sleep,
+        reraise=True,
+    )
+    async for attempt in retrying:
+        with attempt:
+            return await fn()
+    raise AssertionError("unreachable")
+
+
+async def abort_invalid(context: grpc.aio.ServicerContext, message: str) -> None:
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)

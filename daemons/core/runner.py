@@ -1,0 +1,118 @@
+"""Run one daemon in the foreground: what `htcpool daemon ROLE` and a container run.
+
+Reads the configuration (refusing a bad one with a message that names the file and
+line or the knob), builds the daemon, starts it, writes its address file once it
+serves, and closes it on SIGTERM/SIGINT, on an Admin Shutdown, or when the process
+that launched it (HTCPOOL_PARENT_PID) goes away, so no pool outlives its test.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+from daemons.core import config as configmod
+from daemons.core import log as logmod
+from daemons.core.common import SUBSYS, read_common
+from daemons.core.config import ConfigError
+from daemons.core.daemon import Daemon
+
+ROLES = ("collector", "negotiator", "schedd", "startd")
+
+
+def build_daemon(role: str, param: configmod.Param, *, name: str | None = None, machines: int = 1,
+                 host_prefix: str | None = None, seed: int = 0) -> Daemon:
+    common = read_common(param, role, name=name)
+    if role == "collector":
+        from daemons.collector.daemon import CollectorConfig, CollectorDaemon
+        return CollectorDaemon(common, CollectorConfig.from_param(param))
+    if role == "negotiator":
+        from daemons.negotiator.daemon import NegotiatorConfig, NegotiatorDaemon
+        return NegotiatorDaemon(common, NegotiatorConfig.from_param(param))
+    if role == "schedd":
+        from daemons.schedd.daemon import ScheddConfig, ScheddDaemon
+        return ScheddDaemon(common, ScheddConfig.from_param(param, common.spool_dir))
+    if role == "startd":
+        from daemons.startd.config import read_startd_config
+        from daemons.startd.daemon import StartdDaemon, host_names
+        if machines < 1:
+            raise ConfigError(f"--machines {machines}: a startd emulates at least one machine")
+        hosts = host_names(common.full_hostname, machines, host_prefix)
+        return StartdDaemon(common, read_startd_config(param), hosts, seed=seed)
+    raise ConfigError(f"unknown daemon role {role!r}; one of {', '.join(ROLES)}")
+
+
+def write_address_file(path: Path, daemon: Daemon) -> None:
+    info = {"role": daemon.role, "name": daemon.name, "address": daemon.address,
+            "status_url": daemon.status_url, "pid": os.getpid()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(info))
+    os.replace(tmp, path)
+
+
+async def _watch_parent(daemon: Daemon, parent_pid: int) -> None:
+    while True:
+        await asyncio.sleep(1.0)
+        try:
+            os.kill(parent_pid, 0)
+        except ProcessLookupError:
+            daemon.log.warning("the process that started this daemon (pid %d) is gone; shutting down", parent_pid)
+            daemon.request_shutdown()
+            return
+        except PermissionError:
+            pass
+
+
+async def serve(daemon: Daemon, address_file: Path | None) -> int:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, daemon.request_shutdown)
+    watcher = None
+    parent = os.environ.get("HTCPOOL_PARENT_PID")
+    if parent and parent.isdigit():
+        watcher = asyncio.create_task(_watch_parent(daemon, int(parent)))
+    start = asyncio.create_task(daemon.start())
+    stop = asyncio.create_task(daemon.shutdown_requested.wait())
+    rc = 0
+    try:
+        done, _ = await asyncio.wait({start, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if start in done:
+            start.result()
+            if address_file is not None:
+                write_address_file(address_file, daemon)
+            await stop
+        else:
+            start.cancel()
+            try:
+                await start
+            except (asyncio.CancelledError, Exception):
+                pass
+    except Exception:
+        daemon.log.exception("%s failed", daemon.role)
+        rc = 1
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+        stop.cancel()
+        await daemon.close()
+    return rc
+
+
+def run(role: str, config_path: str | None, *, address_file: str | None = None, machines: int = 1,
+        host_prefix: str | None = None, name: str | None = None, seed: int = 0) -> int:
+    if role not in SUBSYS or role not in ROLES:
+        print(f"htcpool daemon: unknown role {role!r}; one of {', '.join(ROLES)}", file=sys.stderr)
+        return 2
+    try:
+        param = configmod.load(config_path)
+        daemon = build_daemon(role, param, name=name, machines=machines, host_prefix=host_prefix, seed=seed)
+    except ConfigError as e:
+        print(f"htcpool daemon {role}: {e}", file=sys.stderr)
+        return 2
+    logmod.setup(role, daemon.common.log_dir, daemon.clock,
+                 stderr=os.environ.get("HTCPOOL_LOG_STDERR", "1") != "0")
+    return asyncio.run(serve(daemon, Path(address_file) if address_file else None))

@@ -1,0 +1,84 @@
+from daemons.pb.htcpool import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class RequestClaimRequest(_message.Message):
+    __slots__ = ("claim_id", "job_ad", "schedd_name", "schedd_address", "submitter")
+    CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_AD_FIELD_NUMBER: _ClassVar[int]
+    SCHEDD_NAME_FIELD_NUMBER: _ClassVar[int]
+    SCHEDD_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    SUBMITTER_FIELD_NUMBER: _ClassVar[int]
+    claim_id: str
+    job_ad: _common_pb2.ClassAd
+    schedd_name: str
+    schedd_address: str
+    submitter: str
+    def __init__(self, claim_id: _Optional[str] = ..., job_ad: _Optional[_Union[_common_pb2.ClassAd, _Mapping]] = ..., schedd_name: _Optional[str] = ..., schedd_address: _Optional[str] = ..., submitter: _Optional[str] = ...) -> None: ...
+
+class RequestClaimReply(_message.Message):
+    __slots__ = ("ok", "reason", "claim_id", "slot_ad", "leftover_ad", "leftover_claim_id")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    SLOT_AD_FIELD_NUMBER: _ClassVar[int]
+    LEFTOVER_AD_FIELD_NUMBER: _ClassVar[int]
+    LEFTOVER_CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    reason: str
+    claim_id: str
+    slot_ad: _common_pb2.ClassAd
+    leftover_ad: _common_pb2.ClassAd
+    leftover_claim_id: str
+    def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ..., claim_id: _Optional[str] = ..., slot_ad: _Optional[_Union[_common_pb2.ClassAd, _Mapping]] = ..., leftover_ad: _Optional[_Union[_common_pb2.ClassAd, _Mapping]] = ..., leftover_claim_id: _Optional[str] = ...) -> None: ...
+
+class ActivateClaimRequest(_message.Message):
+    __slots__ = ("claim_id", "job_ad")
+    CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    JOB_AD_FIELD_NUMBER: _ClassVar[int]
+    claim_id: str
+    job_ad: _common_pb2.ClassAd
+    def __init__(self, claim_id: _Optional[str] = ..., job_ad: _Optional[_Union[_common_pb2.ClassAd, _Mapping]] = ...) -> None: ...
+
+class ActivateClaimReply(_message.Message):
+    __slots__ = ("ok", "reason", "start_time")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    START_TIME_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    reason: str
+    start_time: float
+    def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ..., start_time: _Optional[float] = ...) -> None: ...
+
+class ReleaseClaimRequest(_message.Message):
+    __slots__ = ("claim_ids", "reason")
+    CLAIM_IDS_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    claim_ids: _containers.RepeatedScalarFieldContainer[str]
+    reason: str
+    def __init__(self, claim_ids: _Optional[_Iterable[str]] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ReleaseClaimReply(_message.Message):
+    __slots__ = ("released",)
+    RELEASED_FIELD_NUMBER: _ClassVar[int]
+    released: int
+    def __init__(self, released: _Optional[int] = ...) -> None: ...
+
+class KeepAliveRequest(_message.Message):
+    __slots__ = ("claim_ids", "schedd_address")
+    CLAIM_IDS_FIELD_NUMBER: _ClassVar[int]
+    SCHEDD_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    claim_ids: _containers.RepeatedScalarFieldContainer[str]
+    schedd_address: str
+    def __init__(self, claim_ids: _Optional[_Iterable[str]] = ..., schedd_address: _Optional[str] = ...) -> None: ...
+
+class KeepAliveReply(_message.Message):
+    __slots__ = ("unknown_claim_ids",)
+    UNKNOWN_CLAIM_IDS_FIELD_NUMBER: _ClassVar[int]
+    unknown_claim_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, unknown_claim_ids: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -1,0 +1,186 @@
+"""The schedd's job queue in memory: ads as attribute -> expression text.
+
+Pure. Every change is a list of log lines (txlog.op_*) applied through `apply`,
+the same code path replay uses, so what is on disk and what is in memory cannot
+disagree. Jobs keep their attributes as ClassAd expression text; a classad2 ad is
+built only when something needs to evaluate it, and cached until the job changes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import classad2
+
+from daemons.core import ads
+from daemons.schedd import txlog
+from daemons.schedd.submit import HELD, IDLE, RUNNING, submitter_of
+
+HEADER_KEY = "0.0"
+_LIVE = Path("<live change>")
+
+
+@dataclass
+class Job:
+    cluster: int
+    proc: int
+    attrs: dict[str, str] = field(default_factory=dict)
+    submitter: str = ""
+    # Not persisted: a match is being turned into a running job.
+    reserved: bool = False
+    _classad: classad2.ClassAd | None = None
+
+    @property
+    def id(self) -> str:
+        return f"{self.cluster}.{self.proc}"
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.cluster, self.proc)
+
+    @property
+    def status(self) -> int:
+        try:
+            return int(self.attrs.get("JobStatus", "1"))
+        except ValueError:
+            return IDLE
+
+    def int_attr(self, name: str, default: int = 0) -> int:
+        try:
+            return int(float(self.attrs.get(name, default)))
+        except ValueError:
+            return default
+
+    def classad(self) -> classad2.ClassAd:
+        if self._classad is None:
+            self._classad = classad2.ClassAd(ads.text_of_exprs(self.attrs))
+        return self._classad
+
+    def text(self) -> str:
+        return ads.text_of_exprs(self.attrs)
+
+
+def parse_job_id(text: str) -> tuple[int, int | None]:
+    """'12.3' -> (12, 3); '12' -> (12, None)."""
+    t = text.strip()
+    if "." in t:
+        c, p = t.split(".", 1)
+        return int(c), int(p)
+    return int(t), None
+
+
+class JobQueue:
+    def __init__(self, uid_domain: str) -> None:
+        self.uid_domain = uid_domain
+        self.jobs: dict[tuple[int, int], Job] = {}
+        self.next_cluster = 1
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def get(self, job_id: str) -> Job | None:
+        try:
+            c, p = parse_job_id(job_id)
+        except ValueError:
+            return None
+        return None if p is None else self.jobs.get((c, p))
+
+    def select(self, ids: Iterable[str]) -> list[Job]:
+        """Jobs named by 'c.p' or whole clusters 'c'; unknown ids are skipped."""
+        out: list[Job] = []
+        for text in ids:
+            try:
+                c, p = parse_job_id(text)
+            except ValueError:
+                continue
+            if p is None:
+                out.extend(j for j in self.jobs.values() if j.cluster == c)
+            elif (c, p) in self.jobs:
+                out.append(self.jobs[(c, p)])
+        return out
+
+    # ---- applying log entries ----------------------------------------------
+    def apply(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.apply_op(txlog.parse_op(line, 0, _LIVE))
+
+    def apply_op(self, op: txlog.Op) -> None:
+        if op.key == HEADER_KEY:
+            if op.code == txlog.SET and op.name == "NextClusterNum":
+                self.next_cluster = int(op.value)
+            return
+        if op.code == txlog.NEW:
+            c, p = parse_job_id(op.key)
+            if p is None:
+                return
+            self.jobs[(c, p)] = Job(c, p)
+            return
+        try:
+            c, p = parse_job_id(op.key)
+        except ValueError:
+            return
+        job = self.jobs.get((c, p)) if p is not None else None
+        if job is None:
+            return
+        if op.code == txlog.DESTROY:
+            del self.jobs[(c, p)]
+        elif op.code == txlog.SET:
+            job.attrs[op.name] = op.value
+            job._classad = None
+            if op.name in ("Owner", "AccountingGroup") or not job.submitter:
+                job.submitter = submitter_of(job.attrs, self.uid_domain)
+        elif op.code == txlog.DELETE_ATTR:
+            job.attrs.pop(op.name, None)
+            job._classad = None
+
+    def state_lines(self) -> list[str]:
+        """The whole queue as log lines (for a compacted log)."""
+        lines = [txlog.op_new(HEADER_KEY, "(empty)"),
+                 txlog.op_set(HEADER_KEY, "NextClusterNum", str(self.next_cluster))]
+        for job in self.jobs.values():
+            lines.append(txlog.op_new(job.id))
+            lines.extend(txlog.op_set(job.id, k, v) for k, v in job.attrs.items())
+        return lines
+
+    # ---- building changes ---------------------------------------------------
+    def submit_lines(self, procs: list[dict[str, str]], cluster: int) -> list[str]:
+        lines = [txlog.op_set(HEADER_KEY, "NextClusterNum", str(cluster + 1))]
+        for attrs in procs:
+            key = f"{cluster}.{attrs['ProcId']}"
+            lines.append(txlog.op_new(key))
+            lines.extend(txlog.op_set(key, k, v) for k, v in attrs.items())
+        return lines
+
+    @staticmethod
+    def set_lines(job: Job, changes: dict[str, str | None]) -> list[str]:
+        """Log lines that set (or, for None, delete) attributes of `job`."""
+        out = []
+        for k, v in changes.items():
+            if v is None:
+                if k in job.attrs:
+                    out.append(txlog.op_delete_attr(job.id, k))
+            else:
+                out.append(txlog.op_set(job.id, k, v))
+        return out
+
+    # ---- queries --------------------------------------------------------------
+    def by_status(self, status: int) -> Iterator[Job]:
+        return (j for j in self.jobs.values() if j.status == status)
+
+    def counts_by_submitter(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for j in self.jobs.values():
+            c = out.setdefault(j.submitter, {"idle": 0, "running": 0, "held": 0, "weighted_idle": 0,
+                                             "weighted_running": 0})
+            s = j.status
+            cpus = j.int_attr("RequestCpus", 1)
+            if s == IDLE:
+                c["idle"] += 1
+                c["weighted_idle"] += cpus
+            elif s == RUNNING:
+                c["running"] += 1
+                c["weighted_running"] += cpus
+            elif s == HELD:
+                c["held"] += 1
+        return out

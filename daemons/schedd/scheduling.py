@@ -1,0 +1,77 @@
+"""The schedd's scheduling decisions. Pure: queue state and time in, choices out."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import classad2
+
+from daemons.schedd.jobqueue import Job, JobQueue
+from daemons.schedd.submit import IDLE
+
+
+@dataclass
+class ScheddClaim:
+    """A claim this schedd holds on a slot."""
+    id: str
+    slot_name: str
+    startd_address: str
+    submitter: str
+    created: float
+    slot_ad: classad2.ClassAd | None   # None after a restart: the claim is then not reused
+    job: tuple[int, int] | None = None
+    last_alive_ok: float = 0.0
+
+
+@dataclass(frozen=True)
+class Request:
+    """One resource request: a representative job and how many like it want slots."""
+    request_id: str
+    job: Job
+    count: int
+
+
+def job_order(job: Job) -> tuple[int, int, int]:
+    """HTCondor's order within a submitter: higher JobPrio first, then submission order."""
+    return (-job.int_attr("JobPrio"), job.cluster, job.proc)
+
+
+def idle_jobs(queue: JobQueue, submitter: str) -> list[Job]:
+    jobs = [j for j in queue.jobs.values()
+            if j.submitter == submitter and j.status == IDLE and not j.reserved]
+    jobs.sort(key=job_order)
+    return jobs
+
+
+def resource_requests(jobs: list[Job]) -> list[Request]:
+    """One request per job, in priority order (autoclustering groups them: issue #3)."""
+    return [Request(j.id, j, 1) for j in jobs]
+
+
+def with_time(ad: classad2.ClassAd, now: float) -> classad2.ClassAd:
+    """classad2 has no CurrentTime of its own: give the ad the pool's."""
+    ad["CurrentTime"] = int(now)
+    return ad
+
+
+def pick_job_for_slot(candidates: list[Job], slot_ad: classad2.ClassAd, now: float) -> Job | None:
+    """The first job, in priority order, that matches the slot both ways."""
+    with_time(slot_ad, now)
+    for job in candidates:
+        if job.reserved or job.status != IDLE:
+            continue
+        ad = with_time(job.classad(), now)
+        if ad.symmetricMatch(slot_ad):
+            return job
+    return None
+
+
+def claim_reusable(claim: ScheddClaim, now: float, worklife_s: float) -> bool:
+    """CLAIM_WORKLIFE: run another job on the claim only while it is younger than this.
+
+    0 means one job per claim; a negative value means forever.
+    """
+    if claim.slot_ad is None:
+        return False
+    if worklife_s < 0:
+        return True
+    return now - claim.created < worklife_s

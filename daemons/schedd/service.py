@@ -1,0 +1,81 @@
+"""gRPC adapter of the schedd."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, AsyncIterator
+
+import grpc
+
+from daemons.core import ads
+from daemons.pb.htcpool import common_pb2
+from daemons.pb.htcpool import schedd_pb2 as pb
+from daemons.pb.htcpool import schedd_pb2_grpc as pb_grpc
+from daemons.schedd.submit import SubmitError
+
+if TYPE_CHECKING:
+    from daemons.schedd.daemon import ScheddDaemon
+
+QUERY_CHUNK = 1000
+
+
+class ScheddService(pb_grpc.ScheddServicer):
+    def __init__(self, daemon: "ScheddDaemon") -> None:
+        self.d = daemon
+
+    async def Submit(self, request: pb.SubmitRequest, context: grpc.aio.ServicerContext) -> pb.SubmitReply:
+        if not request.submit_description.strip():
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "empty submit description")
+        try:
+            cluster, count = await self.d.submit(request.submit_description, request.submit_file, request.owner)
+        except SubmitError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        return pb.SubmitReply(cluster_id=cluster, count=count)
+
+    async def Query(self, request: pb.QueryJobsRequest,
+                    context: grpc.aio.ServicerContext) -> AsyncIterator[pb.QueryJobsReply]:
+        try:
+            texts = self.d.query(request.constraint, list(request.projection), request.history, request.limit)
+        except ads.AdError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        for i in range(0, len(texts), QUERY_CHUNK):
+            yield pb.QueryJobsReply(ads=[common_pb2.ClassAd(text=t) for t in texts[i:i + QUERY_CHUNK]])
+        if not texts:
+            yield pb.QueryJobsReply()
+
+    async def Act(self, request: pb.ActRequest, context: grpc.aio.ServicerContext) -> pb.ActReply:
+        from daemons.schedd.daemon import ActError
+        if request.action == pb.ACTION_UNSPECIFIED:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no action given")
+        try:
+            ids = await self.d.act(request.action, list(request.job_ids), request.constraint, request.reason,
+                                   dict(request.edits))
+        except (ActError, ads.AdError) as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        return pb.ActReply(affected=len(ids), job_ids=ids)
+
+    async def Negotiate(self, request_iterator: AsyncIterator[pb.NegotiatorMessage],
+                        context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ScheddMessage]:
+        session = None
+        async for msg in request_iterator:
+            kind = msg.WhichOneof("msg")
+            if kind == "start":
+                session = self.d.begin_negotiation(msg.start.submitter, msg.start.cycle)
+                continue
+            if session is None:
+                await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "negotiation must begin with start")
+            if kind == "send_requests":
+                batch, no_more = self.d.next_requests(session, msg.send_requests.max_requests)
+                yield pb.ScheddMessage(requests=pb.ResourceRequests(
+                    requests=[pb.ResourceRequest(request_id=r.request_id, count=r.count,
+                                                 ad=common_pb2.ClassAd(text=r.job.text())) for r in batch],
+                    no_more=no_more))
+            elif kind == "match":
+                self.d.on_match(session, msg.match.request_id, msg.match.claim_id, msg.match.slot_ad.text)
+            elif kind == "reject":
+                self.d.on_reject(session, msg.reject.request_id, msg.reject.reason)
+            elif kind == "end":
+                return
+
+    async def ClaimEvents(self, request: pb.ClaimEventsRequest,
+                          context: grpc.aio.ServicerContext) -> pb.ClaimEventsReply:
+        n = await self.d.on_claim_events(request.events)
+        return pb.ClaimEventsReply(accepted=n)

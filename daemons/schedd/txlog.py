@@ -1,0 +1,204 @@
+"""The schedd's job queue log, in HTCondor's job_queue.log format.
+
+Each line is "<op> <body>" with HTCondor's op codes:
+  101 <key> <MyType> <TargetType>   NewClassAd
+  102 <key>                         DestroyClassAd
+  103 <key> <name> <expression>     SetAttribute
+  104 <key> <name>                  DeleteAttribute
+  105                               BeginTransaction
+  106                               EndTransaction
+  107 <seq> CreationTimestamp <t>   the first line of every log
+A transaction counts only once its 106 is on disk; an unterminated one at the end
+(a crash mid-write) is dropped on replay, as HTCondor drops it.
+
+Commits are grouped: many transactions appended while one fsync is in flight are
+made durable by the next single fsync, and each commit() returns once its own
+records are on disk. The in-memory queue changes before the fsync; nobody is told
+about a change (no RPC reply) until its commit returns.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+NEW, DESTROY, SET, DELETE_ATTR, BEGIN, END, HEADER = 101, 102, 103, 104, 105, 106, 107
+
+
+class LogCorrupt(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Op:
+    code: int
+    key: str = ""
+    name: str = ""
+    value: str = ""
+
+
+def op_new(key: str, my_type: str = "Job") -> str:
+    return f"{NEW} {key} {my_type} Machine"
+
+
+def op_destroy(key: str) -> str:
+    return f"{DESTROY} {key}"
+
+
+def op_set(key: str, name: str, value: str) -> str:
+    if "\n" in value:
+        raise ValueError(f"attribute {name}: value spans lines")
+    return f"{SET} {key} {name} {value}"
+
+
+def op_delete_attr(key: str, name: str) -> str:
+    return f"{DELETE_ATTR} {key} {name}"
+
+
+def parse_op(line: str, line_no: int, path: Path) -> Op:
+    head, _, body = line.partition(" ")
+    try:
+        code = int(head)
+    except ValueError:
+        raise LogCorrupt(f"{path}, line {line_no}: not a log entry: {line[:80]!r}") from None
+    if code == SET:
+        key, _, rest = body.partition(" ")
+        name, _, value = rest.partition(" ")
+        if not key or not name:
+            raise LogCorrupt(f"{path}, line {line_no}: SetAttribute without key or name")
+        return Op(SET, key, name, value or "UNDEFINED")
+    if code in (NEW, DESTROY, DELETE_ATTR):
+        parts = body.split()
+        if not parts:
+            raise LogCorrupt(f"{path}, line {line_no}: entry {code} without a key")
+        return Op(code, parts[0], parts[1] if code == DELETE_ATTR and len(parts) > 1 else
+                  (parts[1] if code == NEW and len(parts) > 1 else ""))
+    if code in (BEGIN, END, HEADER):
+        return Op(code, value=body.strip())
+    raise LogCorrupt(f"{path}, line {line_no}: unknown log op {code}")
+
+
+def read_log(path: Path) -> tuple[list[Op], int, bool]:
+    """Committed ops in order, the log's sequence number, and whether a transaction was cut off."""
+    if not path.exists():
+        return [], 0, False
+    data = path.read_text(encoding="utf-8", errors="strict")
+    lines = data.split("\n")
+    # A final line without its newline is a torn write: ignore it.
+    complete = lines[:-1]
+    ops: list[Op] = []
+    pending: list[Op] | None = None
+    seq = 0
+    for i, line in enumerate(complete, 1):
+        if not line.strip():
+            continue
+        op = parse_op(line, i, path)
+        if op.code == HEADER:
+            try:
+                seq = int(op.value.split()[0])
+            except (ValueError, IndexError):
+                seq = 0
+            continue
+        if op.code == BEGIN:
+            if pending is not None:
+                raise LogCorrupt(f"{path}, line {i}: a transaction begins inside another")
+            pending = []
+        elif op.code == END:
+            if pending is None:
+                raise LogCorrupt(f"{path}, line {i}: a transaction ends that never began")
+            ops.extend(pending)
+            pending = None
+        elif pending is not None:
+            pending.append(op)
+        else:
+            ops.append(op)
+    return ops, seq, pending is not None
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class TxLog:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = None
+        self._pending: list[str] = []
+        self._appended = 0     # transactions appended
+        self._synced = 0       # transactions durable
+        self._flusher: asyncio.Task | None = None
+        self._waiters: list[tuple[int, asyncio.Future]] = []
+        self.fsyncs = 0
+        self.commits = 0
+
+    def rewrite(self, state_lines: list[str], seq: int) -> None:
+        """Replace the log with a compact one holding `state_lines` (HTCondor's log rotation)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(f"{HEADER} {seq} CreationTimestamp {int(time.time())}\n")
+            for line in state_lines:
+                f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        _fsync_dir(self.path.parent)
+        self.close()
+        self._file = open(self.path, "a", encoding="utf-8")
+
+    def append(self, lines: list[str]) -> int:
+        """Add one transaction; returns its number, to pass to commit()."""
+        if self._file is None:
+            self._file = open(self.path, "a", encoding="utf-8")
+        self._pending.append(f"{BEGIN} \n" + "".join(line + "\n" for line in lines) + f"{END} \n")
+        self._appended += 1
+        return self._appended
+
+    async def commit(self, number: int | None = None) -> None:
+        """Wait until transaction `number` (default: every one appended so far) is on disk."""
+        target = self._appended if number is None else number
+        if self._synced >= target:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append((target, fut))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush(), name="txlog:flush")
+        await fut
+
+    async def _flush(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            upto = self._appended
+            assert self._file is not None
+            try:
+                self._file.write("".join(batch))
+                self._file.flush()
+                await asyncio.to_thread(os.fsync, self._file.fileno())
+            except Exception as e:
+                for _, fut in self._waiters:
+                    if not fut.done():
+                        fut.set_exception(e)
+                self._waiters.clear()
+                raise
+            self.fsyncs += 1
+            self.commits += len(batch)
+            self._synced = upto
+            still = []
+            for target, fut in self._waiters:
+                if target <= self._synced:
+                    if not fut.done():
+                        fut.set_result(None)
+                else:
+                    still.append((target, fut))
+            self._waiters = still
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None

@@ -1,0 +1,313 @@
+"""The startd daemon: the Startd model behind gRPC, on pool time.
+
+Side effects live here: a timer per running job, collector updates shortly after
+any state change (coalesced) and in full every UPDATE_INTERVAL, and a queue of job
+events delivered to schedds with retries, so a schedd that is down or restarting
+still hears that its job finished.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from typing import Any
+
+import classad2
+import grpc
+
+from daemons.core import ads
+from daemons.core.clock import PoolClock
+from daemons.core.common import CommonConfig
+from daemons.core.daemon import Daemon
+from daemons.core.rpc import describe
+from daemons.pb.htcpool import schedd_pb2, schedd_pb2_grpc, startd_pb2_grpc
+from daemons.startd.config import StartdConfig
+from daemons.startd.service import StartdService
+from daemons.startd.slots import ClaimOutcome, JobEvent, Startd
+
+# A burst of claims and job ends becomes one collector update.
+UPDATE_COALESCE_WALL_S = 0.02
+EVENT_RETRY_MAX_WALL_S = 5.0
+_EVENT_KINDS = {
+    "exited": schedd_pb2.JOB_EXITED,
+    "evicted": schedd_pb2.JOB_EVICTED,
+    "claim_lost": schedd_pb2.CLAIM_LOST,
+}
+
+
+def host_names(base: str, machines: int, prefix: str | None = None) -> list[str]:
+    """One machine keeps the host's own name; many get distinct numbered names."""
+    if machines == 1 and prefix is None:
+        return [base]
+    p = prefix if prefix is not None else f"{base}-"
+    width = max(3, len(str(machines)))
+    return [f"{p}{i:0{width}d}" for i in range(1, machines + 1)]
+
+
+class StartdDaemon(Daemon):
+    role = "startd"
+    my_type = "StartDaemon"
+
+    def __init__(self, common: CommonConfig, cfg: StartdConfig, hosts: list[str],
+                 clock: PoolClock | None = None, seed: int = 0) -> None:
+        self.hosts = hosts  # default_name() needs them during the base constructor
+        super().__init__(common, clock)
+        self.cfg = cfg
+        self.seed = seed
+        self.model: Startd | None = None
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._flush_task: asyncio.Task | None = None
+        self._events: list[JobEvent] = []
+        self._events_wake = asyncio.Event()
+        self._event_task: asyncio.Task | None = None
+        self.jobs_started = 0
+        self.jobs_finished = 0
+        self.claims_granted = 0
+        self.claims_refused = 0
+
+    def default_name(self) -> str:
+        return f"startd@{self.hosts[0]}" if len(self.hosts) == 1 else f"startd@{self.hosts[0]}+{len(self.hosts) - 1}"
+
+    def add_services(self, server: grpc.aio.Server) -> None:
+        startd_pb2_grpc.add_StartdServicer_to_server(StartdService(self), server)
+
+    async def on_start(self) -> None:
+        self.model = Startd(self.hosts, self.cfg, self.address, self.clock.now(), self.seed)
+        self.log.info("emulating %d machine(s): %s; %s", len(self.hosts),
+                      ", ".join(self.hosts[:5]) + (" ..." if len(self.hosts) > 5 else ""),
+                      ", ".join(f"{t.count} x {'partitionable' if t.partitionable else 'static'} slot type "
+                                f"{t.type_id} ({t.size.cpus} cpus, {t.size.memory} MB, {t.size.disk} KB)"
+                                for t in self.cfg.slot_types))
+        self._event_task = asyncio.create_task(self._deliver_events(), name="startd:events")
+        lease = self.cfg.claim_lease_s
+        self.add_periodic("leases", max(1.0, min(self.cfg.alive_interval_s, lease / 10)), self._check_leases)
+
+    async def on_close(self) -> None:
+        for h in self._timers.values():
+            h.cancel()
+        self._timers.clear()
+        if self._event_task is not None:
+            self._event_task.cancel()
+        if self._flush_task is not None:
+            self._flush_task.cancel()
+
+    # ---- operations (called by the service) -------------------------------
+    def request_claim(self, capability: str, job_ad: classad2.ClassAd, schedd_name: str,
+                      schedd_address: str, submitter: str) -> ClaimOutcome:
+        assert self.model is not None
+        found = self.model.find_capability(capability)
+        if found is None:
+            self.claims_refused += 1
+            return ClaimOutcome(False, "unknown claim id: the slot was claimed or changed since the match")
+        machine, slot = found
+        out = machine.request_claim(slot, job_ad, schedd_name, schedd_address, submitter, self.clock.now())
+        if out.ok:
+            self.claims_granted += 1
+            self.log.info("%s: claimed by %s for %s", out.slot_name, schedd_name, submitter)
+            self._changed()
+        else:
+            self.claims_refused += 1
+            self.log.info("claim request refused: %s", out.reason)
+        return out
+
+    def activate(self, claim_id: str, job_ad: classad2.ClassAd) -> tuple[bool, str, float]:
+        assert self.model is not None
+        found = self.model.find_claim(claim_id)
+        if found is None:
+            return False, "unknown claim id", 0.0
+        machine, slot = found
+        now = self.clock.now()
+        ok, reason, end = machine.activate(slot, job_ad, now)
+        if not ok:
+            return ok, reason, 0.0
+        self.jobs_started += 1
+        c = slot.claim
+        assert c is not None
+        self.log.info("%s: starting job %s for %.0f s", machine.name_of(slot), c.job_id, end - now)
+        self._timers[claim_id] = self.clock.call_at(end, lambda: self._job_done(claim_id))
+        self._changed()
+        return True, "", now
+
+    def _job_done(self, claim_id: str) -> None:
+        self._timers.pop(claim_id, None)
+        assert self.model is not None
+        found = self.model.find_claim(claim_id)
+        if found is None:
+            return
+        machine, slot = found
+        ev = machine.finish_job(slot, self.clock.now())
+        if ev is not None:
+            self.jobs_finished += 1
+            self.log.info("%s: job %s exited", ev.slot_name, ev.job_id)
+            self._queue_event(ev)
+        self._changed()
+
+    def release(self, claim_ids: list[str], reason: str) -> int:
+        assert self.model is not None
+        n = 0
+        now = self.clock.now()
+        for cid in claim_ids:
+            found = self.model.find_claim(cid)
+            if found is None:
+                continue
+            machine, slot = found
+            t = self._timers.pop(cid, None)
+            if t is not None:
+                t.cancel()
+            name = machine.name_of(slot)
+            machine.release(slot, now, reason)
+            self.log.info("%s: claim released (%s)", name, reason)
+            n += 1
+        if n:
+            self._changed()
+        return n
+
+    def keepalive(self, claim_ids: list[str], schedd_address: str) -> list[str]:
+        assert self.model is not None
+        return self.model.keepalive(claim_ids, schedd_address, self.clock.now())
+
+    async def _check_leases(self) -> None:
+        assert self.model is not None
+        events = self.model.expire_leases(self.clock.now())
+        for ev in events:
+            t = self._timers.pop(ev.claim_id, None)
+            if t is not None:
+                t.cancel()
+            self.log.info("%s: %s", ev.slot_name, ev.reason)
+            self._queue_event(ev)
+        if events:
+            self._changed()
+
+    # ---- collector updates --------------------------------------------------
+    def _changed(self) -> None:
+        if self._flush_task is None or self._flush_task.done():
+            self._flush_task = asyncio.create_task(self._flush_dirty(), name="startd:flush")
+
+    async def _flush_dirty(self) -> None:
+        assert self.model is not None
+        await asyncio.sleep(UPDATE_COALESCE_WALL_S)
+        while True:
+            dirty = [m for m in self.model.machines.values() if m.dirty]
+            if not dirty:
+                return
+            now = self.clock.now()
+            texts: list[str] = []
+            deleted: list[str] = []
+            for m in dirty:
+                m.dirty = False
+                texts.extend(ads.ad_text(a) for a in m.all_ads(now))
+                deleted.extend(m.deleted)
+                m.deleted = []
+            try:
+                assert self.collector is not None
+                await self.collector.update(texts, invalidate_type="Machine", invalidate_names=deleted,
+                                            give_up_after_s=2.0)
+            except Exception as e:
+                self.log.warning("collector update failed (%s); will resend", describe(e))
+                for m in dirty:
+                    m.dirty = True
+                dirty[0].deleted.extend(deleted)
+                await asyncio.sleep(1.0)
+
+    def own_ads(self) -> list[dict[str, Any]]:
+        assert self.model is not None
+        now = self.clock.now()
+        daemon_ad = self.base_ad()
+        daemon_ad.update({"EmulatedMachines": len(self.hosts), "JobsStarted": self.jobs_started,
+                          "JobsFinished": self.jobs_finished})
+        out = [daemon_ad]
+        for m in self.model.machines.values():
+            m.dirty = False
+            out.extend(m.all_ads(now))
+        return out
+
+    async def advertise(self) -> None:
+        assert self.model is not None and self.collector is not None
+        deleted = [n for m in self.model.machines.values() for n in m.deleted]
+        for m in self.model.machines.values():
+            m.deleted = []
+        texts = [ads.ad_text(a) for a in self.own_ads()]
+        await self.collector.update(texts, invalidate_type="Machine", invalidate_names=deleted)
+
+    def withdraw_keys(self) -> list[tuple[str, list[str]]]:
+        names = []
+        if self.model is not None:
+            names = [m.name_of(s) for m in self.model.machines.values() for s in m.slots.values()]
+        return [(self.my_type, [self.name]), ("Machine", names)]
+
+    # ---- job events to schedds ----------------------------------------------
+    def _queue_event(self, ev: JobEvent) -> None:
+        self._events.append(ev)
+        self._events_wake.set()
+
+    def _current_address(self, ev: JobEvent) -> str:
+        # A restarted schedd tells us its new address through KeepAlive.
+        assert self.model is not None
+        found = self.model.find_claim(ev.claim_id)
+        if found is not None and found[1].claim is not None:
+            return found[1].claim.schedd_address
+        return ev.schedd_address
+
+    async def _deliver_events(self) -> None:
+        backoff = 0.05
+        while True:
+            await self._events_wake.wait()
+            self._events_wake.clear()
+            while self._events:
+                pending, self._events = self._events, []
+                # Events older than a claim lease are moot: the schedd has given up on the claim.
+                horizon = self.clock.now() - self.cfg.claim_lease_s
+                by_addr: dict[str, list[JobEvent]] = defaultdict(list)
+                for ev in pending:
+                    if ev.pool_time >= horizon:
+                        by_addr[self._current_address(ev)].append(ev)
+                failed: list[JobEvent] = []
+                for addr, evs in by_addr.items():
+                    try:
+                        await self._send_events(addr, evs)
+                    except Exception as e:
+                        self.log.warning("could not report %d job event(s) to the schedd at %s (%s); retrying",
+                                         len(evs), addr, describe(e))
+                        failed.extend(evs)
+                if failed:
+                    self._events = failed + self._events
+                    await asyncio.sleep(backoff)
+                    backoff = min(EVENT_RETRY_MAX_WALL_S, backoff * 2)
+                else:
+                    backoff = 0.05
+
+    async def _send_events(self, address: str, evs: list[JobEvent]) -> None:
+        stub = schedd_pb2_grpc.ScheddStub(self.channels.get(address))
+        req = schedd_pb2.ClaimEventsRequest(events=[
+            schedd_pb2.ClaimEvent(claim_id=e.claim_id, job_id=e.job_id, kind=_EVENT_KINDS[e.kind],
+                                  pool_time=e.pool_time, reason=e.reason, slot_name=e.slot_name,
+                                  job_start=e.job_start)
+            for e in evs])
+        await stub.ClaimEvents(req, timeout=10.0)
+
+    # ---- status ---------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        s = self.base_status()
+        assert self.model is not None or not self.ready
+        s.update({
+            "machines": len(self.hosts),
+            "slots": self.model.counts() if self.model else {},
+            "jobs_started": self.jobs_started,
+            "jobs_finished": self.jobs_finished,
+            "claims_granted": self.claims_granted,
+            "claims_refused": self.claims_refused,
+            "pending_events": len(self._events),
+        })
+        return s
+
+    def metrics(self) -> dict[str, Any]:
+        m = super().metrics()
+        m.update({
+            "machines": float(len(self.hosts)),
+            "slots": {(("state", k),): float(v) for k, v in (self.model.counts() if self.model else {}).items()},
+            "jobs_started_total": float(self.jobs_started),
+            "jobs_finished_total": float(self.jobs_finished),
+            "claims_granted_total": float(self.claims_granted),
+            "claims_refused_total": float(self.claims_refused),
+            "pending_job_events": float(len(self._events)),
+        })
+        return m

@@ -1,0 +1,54 @@
+"""gRPC adapter of the startd."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import grpc
+
+from daemons.core import ads
+from daemons.pb.htcpool import common_pb2
+from daemons.pb.htcpool import startd_pb2 as pb
+from daemons.pb.htcpool import startd_pb2_grpc as pb_grpc
+
+if TYPE_CHECKING:
+    from daemons.startd.daemon import StartdDaemon
+
+
+class StartdService(pb_grpc.StartdServicer):
+    def __init__(self, daemon: "StartdDaemon") -> None:
+        self.d = daemon
+
+    async def _job_ad(self, text: str, context: grpc.aio.ServicerContext):
+        try:
+            return ads.parse_ad(text, "job ad")
+        except ads.AdError as e:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+
+    async def RequestClaim(self, request: pb.RequestClaimRequest,
+                           context: grpc.aio.ServicerContext) -> pb.RequestClaimReply:
+        job_ad = await self._job_ad(request.job_ad.text, context)
+        out = self.d.request_claim(request.claim_id, job_ad, request.schedd_name,
+                                   request.schedd_address, request.submitter)
+        reply = pb.RequestClaimReply(ok=out.ok, reason=out.reason, claim_id=out.claim_id)
+        if out.slot_ad is not None:
+            reply.slot_ad.CopyFrom(common_pb2.ClassAd(text=ads.ad_text(out.slot_ad)))
+        if out.leftover_ad is not None:
+            reply.leftover_ad.CopyFrom(common_pb2.ClassAd(text=ads.ad_text(out.leftover_ad)))
+            reply.leftover_claim_id = out.leftover_claim_id
+        return reply
+
+    async def ActivateClaim(self, request: pb.ActivateClaimRequest,
+                            context: grpc.aio.ServicerContext) -> pb.ActivateClaimReply:
+        job_ad = await self._job_ad(request.job_ad.text, context)
+        ok, reason, start = self.d.activate(request.claim_id, job_ad)
+        return pb.ActivateClaimReply(ok=ok, reason=reason, start_time=start)
+
+    async def ReleaseClaim(self, request: pb.ReleaseClaimRequest,
+                           context: grpc.aio.ServicerContext) -> pb.ReleaseClaimReply:
+        n = self.d.release(list(request.claim_ids), request.reason or "released by the schedd")
+        return pb.ReleaseClaimReply(released=n)
+
+    async def KeepAlive(self, request: pb.KeepAliveRequest,
+                        context: grpc.aio.ServicerContext) -> pb.KeepAliveReply:
+        unknown = self.d.keepalive(list(request.claim_ids), request.schedd_address)
+        return pb.KeepAliveReply(unknown_claim_ids=unknown)

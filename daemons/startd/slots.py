@@ -1,0 +1,449 @@
+"""Slots, claims and emulated jobs of the machines one startd process emulates.
+
+Pure: no asyncio, no gRPC. Time is passed in; claim ids come from a seeded
+generator. Operations return what happened (outcomes, job events) and the daemon
+wiring turns that into replies, timers, collector updates and schedd notifications.
+
+HTCondor behaviour followed here:
+- slots are numbered across slot types in order (slot1, slot2, ...); a dynamic slot
+  carved from slotN is slotN_K with K the lowest free sub-id;
+- a partitionable slot stays Unclaimed/Idle and advertises what is left; its
+  Requirements is START && (WithinResourceLimits), a static slot's is START;
+- a dynamic slot's size is the job's request after MODIFY_REQUEST_EXPR_* (cpus to
+  1, memory to 128 MB, disk to 1024 KB by default);
+- with CLAIM_PARTITIONABLE_LEFTOVERS the claim reply carries the leftover p-slot ad
+  and a claim id the schedd may use at once for another job.
+"""
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+import classad2
+
+from daemons.core import ads
+from daemons.core.ads import Expr
+from daemons.startd.config import Resources, StartdConfig
+
+# Slot states and activities, as HTCondor names them (condor_state.cpp).
+OWNER, UNCLAIMED, MATCHED, CLAIMED, PREEMPTING, DRAINED = (
+    "Owner", "Unclaimed", "Matched", "Claimed", "Preempting", "Drained")
+IDLE, BUSY, RETIRING, VACATING = "Idle", "Busy", "Retiring", "Vacating"
+
+WITHIN_RESOURCE_LIMITS = (
+    "(MY.Cpus > 0 && TARGET.RequestCpus <= MY.Cpus && MY.Memory > 0 && "
+    "TARGET.RequestMemory <= MY.Memory && MY.Disk > 0 && TARGET.RequestDisk <= MY.Disk)")
+
+
+class SlotKind(Enum):
+    STATIC = "Static"
+    PARTITIONABLE = "Partitionable"
+    DYNAMIC = "Dynamic"
+
+
+@dataclass
+class Claim:
+    id: str
+    schedd_name: str
+    schedd_address: str
+    submitter: str
+    created: float
+    last_alive: float
+    job_id: str = ""
+    job_ad: classad2.ClassAd | None = None
+    job_start: float = 0.0
+    job_end: float = 0.0
+
+
+@dataclass
+class Slot:
+    slot_id: int
+    sub_id: int            # 0 unless dynamic
+    kind: SlotKind
+    type_id: int
+    size: Resources        # what the slot was given
+    free: Resources        # a p-slot's remainder; otherwise equal to size
+    state: str
+    activity: str
+    entered_state: float
+    entered_activity: float
+    capability: str = ""   # the claim id a match carries (p-slot, unclaimed static slot)
+    claim: Claim | None = None
+    children: set[int] = field(default_factory=set)
+
+    @property
+    def short_name(self) -> str:
+        return f"slot{self.slot_id}_{self.sub_id}" if self.kind is SlotKind.DYNAMIC else f"slot{self.slot_id}"
+
+    def set_state(self, state: str, activity: str, now: float) -> None:
+        state_changed = state != self.state
+        if state_changed:
+            self.state = state
+            self.entered_state = now
+        if state_changed or activity != self.activity:
+            self.activity = activity
+            self.entered_activity = now
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """Something the schedd that holds the claim must hear about."""
+    kind: str              # "exited" | "evicted" | "claim_lost"
+    claim_id: str
+    job_id: str
+    slot_name: str
+    schedd_address: str
+    pool_time: float
+    reason: str = ""
+    job_start: float = 0.0
+
+
+@dataclass
+class ClaimOutcome:
+    ok: bool
+    reason: str = ""
+    claim_id: str = ""
+    slot_name: str = ""
+    slot_ad: dict[str, Any] | None = None
+    leftover_ad: dict[str, Any] | None = None
+    leftover_claim_id: str = ""
+
+
+class ClaimIds:
+    """Claim ids in HTCondor's shape: <address>#<startd start>#<sequence>#<random>."""
+
+    def __init__(self, address: str, started: float, rng: random.Random) -> None:
+        self.address = address
+        self.started = int(started)
+        self.rng = rng
+        self.seq = 0
+
+    def next(self) -> str:
+        self.seq += 1
+        return f"<{self.address}>#{self.started}#{self.seq}#{self.rng.getrandbits(48):012x}"
+
+
+_SLEEP_ARG = re.compile(r"^\s*(\d+(?:\.\d+)?)([smhd]?)\b")
+_SLEEP_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def job_duration(job_ad: classad2.ClassAd) -> float:
+    """How long an emulated job holds its slot, in pool seconds.
+
+    A job's `Duration` attribute wins; otherwise `/bin/sleep N` runs N seconds
+    (with sleep's s/m/h/d suffixes); anything else takes no time.
+    """
+    d = ads.as_number(ads.get(job_ad, "Duration"))
+    if d is not None:
+        return max(0.0, d)
+    cmd = ads.get(job_ad, "Cmd", "")
+    if isinstance(cmd, str) and cmd.rsplit("/", 1)[-1] == "sleep":
+        args = ads.get(job_ad, "Args")
+        if not isinstance(args, str):
+            args = ads.get(job_ad, "Arguments", "")
+        m = _SLEEP_ARG.match(args if isinstance(args, str) else "")
+        if m:
+            return float(m.group(1)) * _SLEEP_UNITS[m.group(2)]
+    return 0.0
+
+
+class Machine:
+    """One emulated execute machine and its slots."""
+
+    def __init__(self, host: str, cfg: StartdConfig, address: str, now: float, ids: ClaimIds,
+                 registry: dict[str, tuple["Machine", str]] | None = None) -> None:
+        self.host = host
+        self.cfg = cfg
+        self.address = address
+        self.ids = ids
+        # claim id or capability -> (machine, slot short name), shared by a startd's machines
+        self.registry = registry if registry is not None else {}
+        self.slots: dict[str, Slot] = {}
+        self.deleted: list[str] = []   # names of deleted dynamic slots not yet invalidated
+        self.dirty = True
+        self.started = now
+        slot_id = 0
+        for t in cfg.slot_types:
+            for _ in range(t.count):
+                slot_id += 1
+                kind = SlotKind.PARTITIONABLE if t.partitionable else SlotKind.STATIC
+                s = Slot(slot_id, 0, kind, t.type_id, t.size, t.size, UNCLAIMED, IDLE, now, now,
+                         capability=ids.next())
+                self.slots[s.short_name] = s
+                self.registry[s.capability] = (self, s.short_name)
+
+    def name_of(self, slot: Slot) -> str:
+        return f"{slot.short_name}@{self.host}"
+
+    # ---- ads ---------------------------------------------------------------
+    def slot_ad(self, s: Slot, now: float, *, for_eval: bool = False) -> dict[str, Any]:
+        cfg, m = self.cfg, self.cfg.machine
+        partitioned = s.kind is not SlotKind.STATIC
+        a: dict[str, Any] = {
+            "MyType": "Machine",
+            "Name": self.name_of(s),
+            "Machine": self.host,
+            "SlotID": s.slot_id,
+            "SlotTypeID": -s.type_id if s.kind is SlotKind.DYNAMIC else s.type_id,
+            "SlotType": s.kind.value,
+            "Cpus": s.free.cpus,
+            "Memory": s.free.memory,
+            "Disk": s.free.disk,
+            "TotalSlotCpus": s.size.cpus,
+            "TotalSlotMemory": s.size.memory,
+            "TotalSlotDisk": s.size.disk,
+            "TotalCpus": m.cpus,
+            "TotalMemory": m.memory,
+            "TotalDisk": m.disk,
+            "DetectedCpus": m.cpus,
+            "DetectedMemory": m.memory,
+            "State": s.state,
+            "Activity": s.activity,
+            "EnteredCurrentState": int(s.entered_state),
+            "EnteredCurrentActivity": int(s.entered_activity),
+            "Start": Expr(cfg.start),
+            "Rank": Expr(cfg.rank),
+            "SlotWeight": Expr(cfg.slot_weight),
+            "WithinResourceLimits": Expr(cfg.within_resource_limits or WITHIN_RESOURCE_LIMITS),
+            "Requirements": Expr("START && (WithinResourceLimits)" if partitioned else "START"),
+            "Arch": cfg.arch,
+            "OpSys": cfg.opsys,
+            "OpSysAndVer": cfg.opsys_and_ver,
+            "UidDomain": cfg.uid_domain,
+            "FileSystemDomain": cfg.filesystem_domain,
+            "HasFileTransfer": True,
+            "StartdIpAddr": f"<{self.address}>",
+            "MyAddress": f"<{self.address}>",
+            "MachineResources": "Cpus Memory Disk Swap",
+            "LoadAvg": float(s.size.cpus) if s.activity == BUSY else 0.0,
+            "CondorLoadAvg": float(s.size.cpus) if s.activity == BUSY else 0.0,
+            "KeyboardIdle": int(now - self.started) + 15 * 60,
+            "CurrentRank": 0.0,
+            "DaemonStartTime": int(self.started),
+        }
+        if s.kind is SlotKind.PARTITIONABLE:
+            a["PartitionableSlot"] = True
+            a["NumDynamicSlots"] = len(s.children)
+            a["ChildCpus"] = [self.slots[f"slot{s.slot_id}_{c}"].size.cpus for c in sorted(s.children)]
+        if s.kind is SlotKind.DYNAMIC:
+            a["DynamicSlot"] = True
+            a["ParentSlotId"] = s.slot_id
+        if s.capability:
+            a["Capability"] = s.capability
+            a["ClaimId"] = s.capability
+        c = s.claim
+        if c is not None:
+            a["RemoteOwner"] = c.submitter
+            a["RemoteScheddName"] = c.schedd_name
+            a["ClientMachine"] = c.schedd_name
+            a["PublicClaimId"] = c.id.split("#", 1)[0] + "#" + c.id.rsplit("#", 1)[0].split("#", 1)[-1]
+            if c.job_id:
+                a["RemoteUser"] = c.submitter
+                a["JobId"] = c.job_id
+                a["GlobalJobId"] = f"{c.schedd_name}#{c.job_id}"
+                a["JobStart"] = int(c.job_start)
+                group = ads.get(c.job_ad, "AccountingGroup") if c.job_ad is not None else None
+                if isinstance(group, str):
+                    a["AccountingGroup"] = group
+        for name, expr in cfg.startd_attrs:
+            a[name] = Expr(expr)
+        if for_eval:
+            a["CurrentTime"] = int(now)
+        return a
+
+    def classad(self, s: Slot, now: float) -> classad2.ClassAd:
+        return classad2.ClassAd(ads.ad_text(self.slot_ad(s, now, for_eval=True)))
+
+    # ---- claims ------------------------------------------------------------
+    def request_claim(self, slot: Slot, job_ad: classad2.ClassAd, schedd_name: str, schedd_address: str,
+                      submitter: str, now: float) -> ClaimOutcome:
+        if slot.kind is SlotKind.DYNAMIC:
+            return ClaimOutcome(False, f"{self.name_of(slot)} is a dynamic slot and is already claimed")
+        if slot.state != UNCLAIMED:
+            return ClaimOutcome(False, f"{self.name_of(slot)} is {slot.state}/{slot.activity}, not Unclaimed")
+        job_ad["CurrentTime"] = int(now)
+        slot_ad = self.classad(slot, now)
+        if not slot_ad.matches(job_ad):
+            return ClaimOutcome(False, f"{self.name_of(slot)}: the slot's Requirements are not met by the job")
+        if slot.kind is SlotKind.STATIC:
+            claim = Claim(self.ids.next(), schedd_name, schedd_address, submitter, now, now)
+            slot.claim = claim
+            self.registry.pop(slot.capability, None)
+            slot.capability = ""
+            self.registry[claim.id] = (self, slot.short_name)
+            slot.set_state(CLAIMED, IDLE, now)
+            self.dirty = True
+            return ClaimOutcome(True, claim_id=claim.id, slot_name=self.name_of(slot),
+                                slot_ad=self.slot_ad(slot, now))
+        size = self._dynamic_size(job_ad, slot_ad)
+        if isinstance(size, str):
+            return ClaimOutcome(False, f"{self.name_of(slot)}: {size}")
+        if not size.fits(slot.free):
+            return ClaimOutcome(False, f"{self.name_of(slot)}: insufficient resources "
+                                       f"(want {size.cpus} cpus/{size.memory} MB/{size.disk} KB, "
+                                       f"{slot.free.cpus}/{slot.free.memory}/{slot.free.disk} left)")
+        sub_id = 1
+        while sub_id in slot.children:
+            sub_id += 1
+        claim = Claim(self.ids.next(), schedd_name, schedd_address, submitter, now, now)
+        d = Slot(slot.slot_id, sub_id, SlotKind.DYNAMIC, slot.type_id, size, size, CLAIMED, IDLE, now, now,
+                 claim=claim)
+        slot.children.add(sub_id)
+        slot.free = slot.free - size
+        self.slots[d.short_name] = d
+        self.registry[claim.id] = (self, d.short_name)
+        if self.name_of(d) in self.deleted:
+            self.deleted.remove(self.name_of(d))
+        self.dirty = True
+        out = ClaimOutcome(True, claim_id=claim.id, slot_name=self.name_of(d), slot_ad=self.slot_ad(d, now))
+        if self.cfg.claim_partitionable_leftovers and slot.free.cpus > 0 and slot.free.memory > 0:
+            out.leftover_ad = self.slot_ad(slot, now)
+            out.leftover_claim_id = slot.capability
+        return out
+
+    def _dynamic_size(self, job_ad: classad2.ClassAd, slot_ad: classad2.ClassAd) -> Resources | str:
+        values: dict[str, int] = {}
+        for attr, expr in self.cfg.modify_request_exprs:
+            v = ads.as_number(ads.evaluate(classad2.ExprTree(expr), job_ad, slot_ad))
+            if v is None:
+                v = ads.as_number(ads.get(job_ad, attr))
+            if v is None:
+                return f"the job's {attr} does not evaluate to a number"
+            values[attr] = int(-(-v // 1))  # round up to whole units
+        return Resources(max(1, values["RequestCpus"]), max(1, values["RequestMemory"]),
+                         max(1, values["RequestDisk"]))
+
+    def activate(self, slot: Slot, job_ad: classad2.ClassAd, now: float) -> tuple[bool, str, float]:
+        c = slot.claim
+        if c is None:
+            return False, f"{self.name_of(slot)} has no claim", 0.0
+        if slot.activity == BUSY:
+            return False, f"{self.name_of(slot)} is already running job {c.job_id}", 0.0
+        cluster = ads.get(job_ad, "ClusterId")
+        proc = ads.get(job_ad, "ProcId")
+        c.job_id = f"{cluster}.{proc}"
+        c.job_ad = job_ad
+        c.job_start = now
+        c.job_end = now + job_duration(job_ad)
+        c.last_alive = now
+        slot.set_state(CLAIMED, BUSY, now)
+        self.dirty = True
+        return True, "", c.job_end
+
+    def finish_job(self, slot: Slot, now: float) -> JobEvent | None:
+        """The job on `slot` reached its end: the claim stays, the slot goes idle."""
+        c = slot.claim
+        if c is None or slot.activity != BUSY:
+            return None
+        ev = JobEvent("exited", c.id, c.job_id, self.name_of(slot), c.schedd_address, now, job_start=c.job_start)
+        self._clear_job(slot, now)
+        return ev
+
+    def _clear_job(self, slot: Slot, now: float) -> None:
+        c = slot.claim
+        if c is not None:
+            c.job_id = ""
+            c.job_ad = None
+            c.job_start = c.job_end = 0.0
+        slot.set_state(CLAIMED, IDLE, now)
+        self.dirty = True
+
+    def release(self, slot: Slot, now: float, reason: str, *, lost: bool = False) -> JobEvent | None:
+        """End the claim on `slot`; a running job is evicted. Returns the event to report, if any."""
+        c = slot.claim
+        if c is None:
+            return None
+        event = None
+        if lost:
+            event = JobEvent("claim_lost", c.id, c.job_id, self.name_of(slot), c.schedd_address, now, reason,
+                             c.job_start)
+        elif slot.activity == BUSY:
+            event = JobEvent("evicted", c.id, c.job_id, self.name_of(slot), c.schedd_address, now, reason,
+                             c.job_start)
+        slot.claim = None
+        self.registry.pop(c.id, None)
+        self.dirty = True
+        if slot.kind is SlotKind.DYNAMIC:
+            parent = self.slots[f"slot{slot.slot_id}"]
+            parent.free = parent.free + slot.size
+            parent.children.discard(slot.sub_id)
+            del self.slots[slot.short_name]
+            self.deleted.append(self.name_of(slot))
+        else:
+            slot.capability = self.ids.next()
+            self.registry[slot.capability] = (self, slot.short_name)
+            slot.set_state(UNCLAIMED, IDLE, now)
+        return event
+
+    def all_ads(self, now: float) -> list[dict[str, Any]]:
+        return [self.slot_ad(s, now) for s in self.slots.values()]
+
+
+class Startd:
+    """The machines of one startd process, with indexes from claim ids to slots."""
+
+    def __init__(self, hosts: list[str], cfg: StartdConfig, address: str, now: float, seed: int = 0) -> None:
+        self.cfg = cfg
+        self.ids = ClaimIds(address, now, random.Random(seed))
+        self.registry: dict[str, tuple[Machine, str]] = {}
+        self.machines = {h: Machine(h, cfg, address, now, self.ids, self.registry) for h in hosts}
+
+    def _lookup(self, key: str) -> tuple[Machine, Slot] | None:
+        entry = self.registry.get(key)
+        if entry is None:
+            return None
+        machine, short = entry
+        slot = machine.slots.get(short)
+        return None if slot is None else (machine, slot)
+
+    def find_capability(self, capability: str) -> tuple[Machine, Slot] | None:
+        found = self._lookup(capability)
+        return found if found is not None and found[1].capability == capability else None
+
+    def find_claim(self, claim_id: str) -> tuple[Machine, Slot] | None:
+        found = self._lookup(claim_id)
+        if found is None or found[1].claim is None or found[1].claim.id != claim_id:
+            return None
+        return found
+
+    def claims(self) -> list[tuple[Machine, Slot]]:
+        return [(m, s) for m in self.machines.values() for s in m.slots.values() if s.claim is not None]
+
+    def keepalive(self, claim_ids: list[str], schedd_address: str, now: float) -> list[str]:
+        """Renew leases; return the ids this startd does not hold."""
+        unknown = []
+        for cid in claim_ids:
+            found = self.find_claim(cid)
+            if found is None:
+                unknown.append(cid)
+                continue
+            c = found[1].claim
+            assert c is not None
+            c.last_alive = now
+            if schedd_address:
+                c.schedd_address = schedd_address
+        return unknown
+
+    def expire_leases(self, now: float) -> list[JobEvent]:
+        events = []
+        lease = self.cfg.claim_lease_s
+        for m, s in self.claims():
+            c = s.claim
+            assert c is not None
+            if now - c.last_alive > lease:
+                ev = m.release(s, now, f"claim lease expired (not kept alive for {lease:.0f} s)", lost=True)
+                if ev is not None:
+                    events.append(ev)
+        return events
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for m in self.machines.values():
+            for s in m.slots.values():
+                k = f"{s.state}/{s.activity}"
+                out[k] = out.get(k, 0) + 1
+        return out
+
