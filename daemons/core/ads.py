@@ -41,9 +41,9 @@ def parse_expr(text: str, what: str = "expression") -> classad2.ExprTree:
         raise AdError(f"{what}: cannot parse {text.strip()!r} as a ClassAd expression") from None
     if len(ad) != 1 or _PROBE_ATTR not in ad:
         raise AdError(f"{what}: cannot parse {text.strip()!r} as a ClassAd expression")
-    # Parse again without the parentheses so the canonical text has none added.
-    tree = classad2.ExprTree(text)
-    return tree
+    # Parse again without the parentheses so the canonical text has none added;
+    # the newline again ends any // comment before ExprTree's own closing bracket.
+    return classad2.ExprTree(text + "\n")
 
 
 def expr_text(value: classad2.ExprTree | str, what: str = "expression") -> str:

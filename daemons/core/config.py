@@ -209,7 +209,8 @@ class Param:
             result = classad2.ExprTree(text).eval()
         except Exception:
             raise self._fail(name, text, want) from None
-        if isinstance(result, bool) or not isinstance(result, (int, float)):
+        # Undefined and Error are IntEnum members: they must not pass as numbers.
+        if isinstance(result, (bool, classad2.Value)) or not isinstance(result, (int, float)):
             raise self._fail(name, text, want)
         return float(result)
 

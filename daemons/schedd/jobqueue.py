@@ -133,6 +133,8 @@ class JobQueue:
         elif op.code == txlog.DELETE_ATTR:
             job.attrs.pop(op.name, None)
             job._classad = None
+            if op.name in ("Owner", "AccountingGroup"):
+                job.submitter = submitter_of(job.attrs, self.uid_domain)
 
     def state_lines(self) -> list[str]:
         """The whole queue as log lines (for a compacted log)."""

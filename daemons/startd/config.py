@@ -192,10 +192,11 @@ def read_startd_config(p: Param) -> StartdConfig:
             if value is None:
                 raise ConfigError(f"{p.where(knob)}: {knob} names {name}, but {name} is not defined")
             attrs.append((name, value))
+    defaults = dict(StartdConfig.modify_request_exprs)
     modify = []
     for attr in ("RequestCpus", "RequestMemory", "RequestDisk"):
         knob = f"MODIFY_REQUEST_EXPR_{attr.upper()}"
-        modify.append((attr, p.expr(knob, f"quantize({attr},{{1}})") or attr))
+        modify.append((attr, p.expr(knob, defaults[attr]) or defaults[attr]))
     return StartdConfig(
         machine=machine,
         slot_types=read_slot_types(p, machine),

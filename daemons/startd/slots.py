@@ -266,8 +266,10 @@ class Machine:
             return ClaimOutcome(False, f"{self.name_of(slot)} is {slot.state}/{slot.activity}, not Unclaimed")
         job_ad["CurrentTime"] = int(now)
         slot_ad = self.classad(slot, now)
-        if not slot_ad.matches(job_ad):
-            return ClaimOutcome(False, f"{self.name_of(slot)}: the slot's Requirements are not met by the job")
+        # classad2's a.matches(b) evaluates b's Requirements against a: this asks
+        # whether the slot's Requirements (START, WithinResourceLimits) accept the job.
+        if not job_ad.matches(slot_ad):
+            return ClaimOutcome(False, f"{self.name_of(slot)}: the slot's Requirements (START) reject the job")
         if slot.kind is SlotKind.STATIC:
             claim = Claim(self.ids.next(), schedd_name, schedd_address, submitter, now, now)
             slot.claim = claim

@@ -1,0 +1,127 @@
+"""Crashes and lost peers: the pool recovers without losing committed work."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+from daemons.cli.client import PoolClient, wait_for
+from daemons.core import ads
+
+from .conftest import FAST, PSLOT, wait_jobs, wait_slots
+
+SLEEP = "executable = /bin/sleep\narguments = {seconds}\nqueue {n}\n"
+
+
+def attr(ad, name):
+    return ads.get(ad, name)
+
+
+async def test_schedd_kill9_mid_run_keeps_the_queue_and_reconnects(make_pool):
+    pool = make_pool("NUM_CPUS = 2\n" + PSLOT)
+    async with PoolClient(pool.collector_address) as c:
+        await wait_slots(c, 1)
+        await c.submit(SLEEP.format(seconds=800, n=5), "five.sub", "alice")
+        running = await wait_jobs(c, "JobStatus == 2", 2)
+        before = {f"{attr(j, 'ClusterId')}.{attr(j, 'ProcId')}": attr(j, "RemoteHost") for j in running}
+
+        pool.kill("schedd", signal.SIGKILL)
+        pool.restart("schedd")
+
+        # Every committed job is back, the running ones still running on the same slots.
+        jobs = await wait_jobs(c, "true", 5)
+        assert sorted(attr(j, "ProcId") for j in jobs) == [0, 1, 2, 3, 4]
+        now_running = {f"{attr(j, 'ClusterId')}.{attr(j, 'ProcId')}": attr(j, "RemoteHost")
+                       for j in jobs if attr(j, "JobStatus") == 2}
+        assert now_running == before
+        # The startd reports the running jobs' exits to the new schedd; the rest run after.
+        done = await wait_jobs(c, "true", 5, history=True, timeout_s=90)
+        assert sorted(attr(j, "ProcId") for j in done) == [0, 1, 2, 3, 4]
+        assert {attr(j, "JobStatus") for j in done} == {4}
+        assert all(attr(j, "NumJobStarts") == 1 for j in done)
+
+
+async def test_submit_is_durable_across_kill9(make_pool):
+    pool = make_pool("NUM_CPUS = 1\nSTART = False\n")
+    async with PoolClient(pool.collector_address) as c:
+        await wait_slots(c, 1)
+        cluster, n = await c.submit(SLEEP.format(seconds=10, n=25), "many.sub", "bob")
+        # The reply came after fsync: a crash right now loses nothing.
+        pool.kill("schedd", signal.SIGKILL)
+        pool.restart("schedd")
+        jobs = await wait_jobs(c, f"ClusterId == {cluster}", n)
+        assert sorted(attr(j, "ProcId") for j in jobs) == list(range(25))
+        assert {attr(j, "JobStatus") for j in jobs} == {1}
+        cluster2, _ = await c.submit(SLEEP.format(seconds=10, n=1), "one.sub", "bob")
+        assert cluster2 == cluster + 1
+
+
+async def test_collector_expires_ads_of_a_dead_startd(make_pool):
+    pool = make_pool("NUM_CPUS = 2\n" + PSLOT + "CLASSAD_LIFETIME = 60\nUPDATE_INTERVAL = 30\n")
+    async with PoolClient(pool.collector_address) as c:
+        await wait_slots(c, 1)
+        # A live startd keeps its ads fresh past several lifetimes...
+        await wait_for(lambda: c.pool_now(), timeout_s=5, what="pool time")
+        start = await c.pool_now()
+
+        async def three_lifetimes_passed():
+            return await c.pool_now() > start + 180
+        await wait_for(three_lifetimes_passed, timeout_s=30, what="180 pool seconds")
+        assert len(await c.ads("Machine")) == 1
+        # ...a dead one (no withdrawal after kill -9) loses them once the lifetime passes.
+        pool.kill("startd1", signal.SIGKILL)
+        assert len(await c.ads("Machine")) == 1
+
+        async def gone():
+            return not await c.ads("Machine") and not await c.ads("StartDaemon")
+        await wait_for(gone, timeout_s=30, what="the dead startd's ads to expire")
+
+
+async def test_dead_startd_returns_its_jobs_to_idle(make_pool):
+    pool = make_pool("NUM_CPUS = 1\n" + PSLOT + "ALIVE_INTERVAL = 20\nMAX_CLAIM_ALIVES_MISSED = 3\n")
+    async with PoolClient(pool.collector_address) as c:
+        await wait_slots(c, 1)
+        await c.submit(SLEEP.format(seconds=100000, n=1), "long.sub", "carol")
+        await wait_jobs(c, "JobStatus == 2", 1)
+        pool.kill("startd1", signal.SIGKILL)
+        # After the claim lease (3 x 20 s) without keepalives the schedd gives the job back.
+        jobs = await wait_jobs(c, "JobStatus == 1 && LastRemoteHost =!= undefined", 1, timeout_s=30)
+        assert "unreachable" in attr(jobs[0], "VacateReason")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_daemon_waits_for_an_unreachable_collector_and_says_so(make_pool, tmp_path):
+    port = _free_port()
+    cfg = tmp_path / "late.conf"
+    cfg.write_text(FAST + f"COLLECTOR_HOST = 127.0.0.1:{port}\nNUM_CPUS = 1\n")
+    out = tmp_path / "startd.out"
+    env_cmd = [sys.executable, "-m", "daemons.cli.main", "daemon", "startd", "--config", str(cfg)]
+    env = dict(os.environ, _CONDOR_LOCAL_DIR=str(tmp_path / "startd"), _CONDOR_POOL_EPOCH="0",
+               HTCPOOL_PARENT_PID=str(os.getpid()))
+    with open(out, "w") as f:
+        startd = subprocess.Popen(env_cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+    try:
+        async def says_retrying():
+            text = out.read_text()
+            return "retrying in" in text and f"127.0.0.1:{port}" in text
+        await wait_for(says_retrying, timeout_s=30, what="the startd to report that it retries")
+        assert startd.poll() is None
+
+        # The collector arrives on the configured port; the startd's ads follow.
+        pool = make_pool(f"COLLECTOR_HOST = 127.0.0.1:{port}\n", start=False)
+        pool.roles = ("collector",)
+        pool.epoch = 0.0
+        pool.start()
+        assert pool.collector_address == f"127.0.0.1:{port}"
+        async with PoolClient(pool.collector_address) as c:
+            await wait_slots(c, 1, timeout_s=60)
+    finally:
+        startd.terminate()
+        startd.wait(timeout=30)
