@@ -5,6 +5,7 @@ import argparse
 import asyncio
 import getpass
 import json
+import logging
 import os
 import sys
 import time
@@ -329,10 +330,19 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="htcpool", description="An emulated HTCondor pool.")
-    p.add_argument("--pool", help="collector address HOST:PORT (default: $HTCPOOL_POOL or the pool in --state-dir)")
-    p.add_argument("--state-dir", help=f"where 'up' keeps a pool (default: $HTCPOOL_STATE_DIR or {DEFAULT_STATE_DIR})")
+    # --pool and --state-dir work before or after the command name.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--pool", default=argparse.SUPPRESS,
+                        help="collector address HOST:PORT (default: $HTCPOOL_POOL or the pool in --state-dir)")
+    common.add_argument("--state-dir", default=argparse.SUPPRESS,
+                        help=f"where 'up' keeps a pool (default: $HTCPOOL_STATE_DIR or {DEFAULT_STATE_DIR})")
+    p = argparse.ArgumentParser(prog="htcpool", description="An emulated HTCondor pool.", parents=[common])
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_parser = sub.add_parser
+
+    def add_parser(name: str, **kw):
+        return _add_parser(name, parents=[common], **kw)
+    sub.add_parser = add_parser  # type: ignore[method-assign]
 
     s = sub.add_parser("up", help="start a local pool of daemon processes")
     s.add_argument("--config", help="HTCondor configuration file")
@@ -419,6 +429,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command != "daemon":
+        # Retry chatter belongs in daemon logs; a command reports the outcome once.
+        logging.getLogger("htcpool").addHandler(logging.NullHandler())
+        logging.getLogger("htcpool").propagate = False
     try:
         return int(args.fn(args) or 0)
     except CliError as e:

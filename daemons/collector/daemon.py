@@ -4,11 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import classad2
 import grpc
 
 from daemons.collector.service import CollectorService
-from daemons.collector.store import AdStore, StoredAd
+from daemons.collector.store import AdStore
 from daemons.core import ads
 from daemons.core.clock import PoolClock
 from daemons.core.common import CommonConfig
@@ -43,9 +42,6 @@ class CollectorDaemon(Daemon):
 
     def add_services(self, server: grpc.aio.Server) -> None:
         collector_pb2_grpc.add_CollectorServicer_to_server(CollectorService(self), server)
-
-    def store_update(self, ad: classad2.ClassAd, now: float, what: str) -> StoredAd:
-        return self.store.update(ad, now, what)
 
     async def on_start(self) -> None:
         # Sweep often enough that an ad is gone within a tenth of its lifetime of expiring.

@@ -22,19 +22,19 @@ class CollectorService(pb_grpc.CollectorServicer):
         self.d = daemon
 
     async def UpdateAds(self, request: pb.UpdateAdsRequest, context: grpc.aio.ServicerContext) -> pb.UpdateAdsReply:
-        # Parse and check every ad before storing any: a bad ad loses nothing.
+        # Parse and check every ad before storing any: one bad ad stores nothing.
         parsed = []
         for i, a in enumerate(request.ads):
+            what = f"ad {i + 1} of {len(request.ads)}"
             try:
-                parsed.append(ads.parse_ad(a.text, f"ad {i + 1} of {len(request.ads)}"))
-            except ads.AdError as e:
+                ad = ads.parse_ad(a.text, what)
+                self.d.store.check(ad, what)
+            except (ads.AdError, StoreError) as e:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+            parsed.append(ad)
         now = self.d.clock.now()
-        try:
-            for i, ad in enumerate(parsed):
-                self.d.store_update(ad, now, f"ad {i + 1} of {len(parsed)}")
-        except StoreError as e:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        for ad in parsed:
+            self.d.store.update(ad, now)
         invalidated = 0
         if request.invalidate_names:
             invalidated = self.d.store.invalidate(request.invalidate_type or "Machine", request.invalidate_names)

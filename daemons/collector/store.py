@@ -50,13 +50,19 @@ class AdStore:
     def __len__(self) -> int:
         return len(self._ads)
 
-    def update(self, ad: classad2.ClassAd, now: float, what: str = "ad") -> StoredAd:
+    @staticmethod
+    def check(ad: classad2.ClassAd, what: str = "ad") -> tuple[str, str]:
+        """The ad's key, or StoreError naming what is wrong with it."""
         my_type = ads.get(ad, "MyType")
         name = ads.get(ad, "Name")
         if not isinstance(my_type, str) or not my_type:
             raise StoreError(f"{what}: MyType is missing or not a string")
         if not isinstance(name, str) or not name:
             raise StoreError(f"{what}: Name is missing or not a string")
+        return my_type, name
+
+    def update(self, ad: classad2.ClassAd, now: float, what: str = "ad") -> StoredAd:
+        my_type, name = self.check(ad, what)
         ad["LastHeardFrom"] = int(now)
         lifetime = ads.get(ad, "ClassAdLifetime")
         if isinstance(lifetime, bool) or not isinstance(lifetime, (int, float)) or lifetime <= 0:

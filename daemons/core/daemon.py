@@ -119,7 +119,16 @@ class Daemon:
         self.log.info("**** %s %s (htcpool %s) starting at %s, pid %d, time scale %g",
                       self.role, self.name, VERSION, self.address, os.getpid(), self.clock.scale)
         await self.on_start()
-        self.add_periodic("advertise", self.common.update_interval_s, self.advertise)
+        # Ready means advertised: once start() returns, the collector has our ads
+        # (unless it cannot be reached, in which case the periodic task keeps trying).
+        first_delay = self.common.update_interval_s
+        try:
+            await self.advertise()
+        except Exception as e:
+            self.log.warning("first advertisement failed (%s); will retry every %.0f s", describe(e),
+                             self.common.update_interval_s)
+            first_delay = 0.0
+        self.add_periodic("advertise", self.common.update_interval_s, self.advertise, first_delay_s=first_delay)
         self.ready = True
         self.log.info("%s ready; status page %s", self.role, self.status_url)
 

@@ -72,3 +72,16 @@ def htcpool(*args: str, env: dict[str, str] | None = None, timeout: float = 120.
     """Run the CLI in a fresh interpreter, as a user would."""
     return subprocess.run([sys.executable, "-m", "daemons.cli.main", *args], capture_output=True, text=True,
                           timeout=timeout, env=dict(os.environ, **(env or {})))
+
+
+def wait_until(check: Callable[[], object], *, timeout_s: float, what: str, interval_s: float = 0.1):
+    """The synchronous twin of wait_for, for tests that drive the CLI."""
+    import time
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(interval_s)
