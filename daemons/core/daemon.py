@@ -221,7 +221,7 @@ class Daemon:
             "MyType": self.my_type,
             "Name": self.name,
             "Machine": self.common.full_hostname,
-            "MyAddress": self.address,
+            "MyAddress": f"<{self.address}>",  # HTCondor's sinful-string form
             "CondorVersion": f"$CondorVersion: htcpool {VERSION} $",
             "DaemonStartTime": int(self.started_at),
             "UpdateSequenceNumber": self._update_seq,

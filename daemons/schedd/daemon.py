@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -80,9 +80,10 @@ class NegotiationSession:
     position: int = 0
     matches: int = 0
     rejections: int = 0
+    by_id: dict[str, Request] = field(default_factory=dict)
 
-    def by_id(self) -> dict[str, Request]:
-        return {r.request_id: r for r in self.requests}
+    def __post_init__(self) -> None:
+        self.by_id = {r.request_id: r for r in self.requests}
 
 
 def _strip_addr(text: str) -> str:
@@ -223,7 +224,7 @@ class ScheddDaemon(Daemon):
         return batch, session.position >= len(session.requests)
 
     def on_match(self, session: NegotiationSession, request_id: str, claim_id: str, slot_ad_text: str) -> None:
-        req = session.by_id().get(request_id)
+        req = session.by_id.get(request_id)
         session.matches += 1
         job = req.job if req is not None else None
         if job is None or job.reserved or job.status != IDLE:
@@ -236,7 +237,7 @@ class ScheddDaemon(Daemon):
                    f"schedd:claim:{job.id}")
 
     def on_reject(self, session: NegotiationSession, request_id: str, reason: str) -> None:
-        req = session.by_id().get(request_id)
+        req = session.by_id.get(request_id)
         session.rejections += 1
         if req is None or req.job.key not in self.queue.jobs:
             return

@@ -64,3 +64,35 @@ def test_up_status_submit_q_act_down(tmp_path):
         down = htcpool("down", "--state-dir", state)
     assert down.returncode == 0, down.stderr
     assert [p for p in pids if _alive(p)] == []
+
+
+def _free_ports(n: int) -> list[int]:
+    import socket
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_up_honours_collector_host_and_per_daemon_ports(tmp_path):
+    collector, schedd, status = _free_ports(3)
+    cfg = tmp_path / "ports.conf"
+    cfg.write_text(FAST + f"COLLECTOR_HOST = 127.0.0.1:{collector}\nSCHEDD_ARGS = -p {schedd}\n"
+                   f"NEGOTIATOR_STATUS_PORT = {status}\nNUM_CPUS = 1\n")
+    state = str(tmp_path / "state")
+    up = htcpool("up", "--config", str(cfg), "--state-dir", state)
+    try:
+        assert up.returncode == 0, up.stderr
+        daemons = json.loads((tmp_path / "state" / "pool.json").read_text())["daemons"]
+        assert daemons["collector"]["address"] == f"127.0.0.1:{collector}"
+        assert daemons["schedd"]["address"] == f"127.0.0.1:{schedd}"
+        assert daemons["negotiator"]["status_url"] == f"http://127.0.0.1:{status}"
+        # Clients find the pool through the configured collector port alone.
+        r = htcpool("status", "--pool", f"127.0.0.1:{collector}", "--schedd", "-af", "MyAddress")
+        assert r.stdout.strip() == f"<127.0.0.1:{schedd}>"
+    finally:
+        assert htcpool("down", "--state-dir", state).returncode == 0

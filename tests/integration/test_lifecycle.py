@@ -1,0 +1,101 @@
+"""The daemon lifecycle every role shares: start/close, own ads, status pages."""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import aiohttp
+
+from daemons.cli.client import PoolClient, wait_for
+from daemons.collector.daemon import CollectorConfig, CollectorDaemon
+from daemons.core.clock import PoolClock
+from daemons.core.common import CommonConfig
+
+from .conftest import PSLOT, wait_jobs, wait_slots
+
+
+def _common(tmp_path: Path) -> CommonConfig:
+    return CommonConfig(role="collector", collector_host=None, bind_host="127.0.0.1", grpc_port=0,
+                        status_port=0, time_scale=1.0, pool_epoch=0.0, local_dir=tmp_path,
+                        log_dir=tmp_path / "log", spool_dir=tmp_path / "spool", full_hostname="h",
+                        uid_domain="h", update_interval_s=60.0)
+
+
+async def test_start_and_close_are_idempotent(tmp_path):
+    d = CollectorDaemon(_common(tmp_path), CollectorConfig(), PoolClock())
+    await d.start()
+    address, url = d.address, d.status_url
+    await d.start()
+    assert (d.address, d.status_url) == (address, url)
+    assert d.ready
+    assert set(d.status()["periodic"]) == {"advertise", "expire"}
+    async with PoolClient(address) as c:
+        own = await c.ads("Collector")
+        assert [a.get("Name") for a in own] == ["h"]
+    await d.close()
+    await d.close()
+    assert not d.ready
+    never_started = CollectorDaemon(_common(tmp_path), CollectorConfig(), PoolClock())
+    await never_started.close()
+
+
+async def test_status_pages_metrics_and_cycle_records(make_pool):
+    pool = make_pool("NUM_CPUS = 2\n" + PSLOT)
+    async with PoolClient(pool.collector_address) as c:
+        await wait_slots(c, 1)
+        await c.submit("executable = /bin/sleep\narguments = 50\nqueue 2\n", "two.sub", "alice")
+        await wait_jobs(c, "true", 2, history=True)
+        async with aiohttp.ClientSession() as http:
+            for key, d in pool.daemons.items():
+                url = d.info["status_url"]
+                async with http.get(f"{url}/status") as r:
+                    status = await r.json()
+                assert status["role"] == d.role and status["ready"] is True and status["pid"] == d.pid
+                async with http.get(f"{url}/metrics") as r:
+                    text = await r.text()
+                assert f"htcpool_{d.role}_up 1" in text.splitlines()
+                async with http.get(url) as r:
+                    assert d.role in await r.text()
+            async with http.get(pool.daemons["negotiator"].info["status_url"] + "/status") as r:
+                cycles = (await r.json())["cycle_history"]
+        matched = [r for r in cycles if r["matches"]]
+        assert len(matched) == 1 and matched[0]["slots"] == 1 and matched[0]["submitters"] == 1
+        assert all(r["end"] >= r["start"] for r in cycles)
+        history = await c.cycles()
+        assert [r.matches for r in history] == [r["matches"] for r in cycles][-len(history):]
+        log = (pool.state_dir / "log" / "NegotiatorLog").read_text()
+        assert "      Successfully matched with slot1@testhost" in log
+        assert log.count("---------- Started Negotiation Cycle ----------") >= len(cycles)
+        # With no jobs left, the schedd withdraws its submitter ad.
+        async def no_submitters():
+            return not await c.ads("Submitter")
+        await wait_for(no_submitters, timeout_s=20, what="the submitter ad to be withdrawn")
+
+
+async def test_shutdown_withdraws_the_daemons_ads(make_pool):
+    pool = make_pool("NUM_CPUS = 2\n")
+    async with PoolClient(pool.collector_address) as c:
+        await wait_slots(c, 2)
+        assert len(await c.ads("Negotiator")) == 1
+        await c.shutdown(pool.daemons["negotiator"].address)
+        await c.shutdown(pool.daemons["startd1"].address)
+
+        async def withdrawn():
+            return not await c.ads("Negotiator") and not await c.ads("Machine") and not await c.ads("StartDaemon")
+        await wait_for(withdrawn, timeout_s=20, what="the negotiator's and startd's ads to be withdrawn")
+        assert await asyncio.to_thread(pool.daemons["negotiator"].proc.wait, 20) == 0
+        assert await asyncio.to_thread(pool.daemons["startd1"].proc.wait, 20) == 0
+
+
+async def test_reschedule_starts_a_cycle_at_once(make_pool):
+    pool = make_pool("NUM_CPUS = 1\nNEGOTIATOR_INTERVAL = 1000000\nNEGOTIATOR_CYCLE_DELAY = 0\n")
+    async with PoolClient(pool.collector_address) as c:
+        await wait_slots(c, 1)
+        before = len(await c.cycles())
+        await c.reschedule()
+        await wait_for(lambda: _more_cycles(c, before), timeout_s=20, what="a rescheduled cycle")
+        assert (await c.cycles())[-1].rescheduled
+
+
+async def _more_cycles(c: PoolClient, n: int) -> bool:
+    return len(await c.cycles()) > n
