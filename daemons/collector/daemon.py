@@ -55,6 +55,8 @@ class CollectorDaemon(Daemon):
     def own_ads(self) -> list[dict[str, Any]]:
         ad = self.base_ad()
         ad.update({"CollectorName": self.cfg.collector_name or self.name,
+                   # Refreshed in-process every COLLECTOR_UPDATE_INTERVAL; never let it lapse between.
+                   "ClassAdLifetime": int(3 * self.common.update_interval_s),
                    "CurrentJobsRunningAll": 0,
                    "ClassAdLifetimeDefault": int(self.cfg.classad_lifetime_s),
                    "NumAds": len(self.store)})

@@ -228,9 +228,18 @@ class ScheddDaemon(Daemon):
         session.matches += 1
         job = req.job if req is not None else None
         if job is None or job.reserved or job.status != IDLE:
-            self.log.info("match for request %s arrived, but the job is no longer idle; the slot is not used",
-                          request_id)
-            return
+            # The job started meanwhile (on a leftover or a reused claim): the match is
+            # the submitter's, so another of its idle jobs that fits the slot takes it.
+            try:
+                slot_ad = ads.parse_ad(slot_ad_text, "matched slot ad")
+            except ads.AdError:
+                return
+            job = scheduling.pick_job_for_slot(scheduling.idle_jobs(self.queue, session.submitter), slot_ad,
+                                               self.clock.now())
+            if job is None:
+                self.log.info("match for request %s arrived, but no idle job of %s fits %s now; not used",
+                              request_id, session.submitter, ads.get(slot_ad, "Name"))
+                return
         job.reserved = True
         self.counters["matches"] += 1
         self.spawn(self._claim_and_run(job, claim_id, slot_ad_text, session.submitter),
@@ -294,24 +303,18 @@ class ScheddDaemon(Daemon):
         await self._claim_and_run(job, claim_id, leftover_text, submitter)
 
     async def _activate(self, claim: ScheddClaim, job: Job) -> None:
-        try:
-            reply = await self._startd(claim.startd_address).ActivateClaim(startd_pb2.ActivateClaimRequest(
-                claim_id=claim.id, job_ad=common_pb2.ClassAd(text=job.text())), timeout=RPC_TIMEOUT_S)
-            ok, reason = reply.ok, reply.reason
-            start = reply.start_time
-        except grpc.aio.AioRpcError as e:
-            ok, reason, start = False, describe(e), 0.0
-        if not ok:
-            job.reserved = False
-            self.log.warning("could not start job %s on %s: %s", job.id, claim.slot_name, reason)
-            await self._release_claim(claim, f"activation failed: {reason}")
-            return
+        """Start `job` on `claim`.
+
+        The job is marked Running *before* the startd is asked, as HTCondor's schedd
+        does when it spawns the shadow: a zero-length job's exit can arrive before the
+        activation reply, and must find its job running on this claim. If activation
+        fails the job goes back to Idle.
+        """
         now = int(self.clock.now())
-        claim.job = job.key
         changes: dict[str, str | None] = {
             "JobStatus": str(RUNNING),
             "EnteredCurrentStatus": str(now),
-            "JobCurrentStartDate": str(int(start)),
+            "JobCurrentStartDate": str(now),
             "NumJobStarts": str(job.int_attr("NumJobStarts") + 1),
             "JobRunCount": str(job.int_attr("JobRunCount") + 1),
             "NumJobMatches": str(job.int_attr("NumJobMatches") + 1),
@@ -322,9 +325,26 @@ class ScheddDaemon(Daemon):
             "LastRejMatchReason": None,
         }
         if "JobStartDate" not in job.attrs:
-            changes["JobStartDate"] = str(int(start))
+            changes["JobStartDate"] = str(now)
+        before = {k: job.attrs.get(k) for k in changes}
+        job_ad = job.text()
+        claim.job = job.key
         n = self.change(job, changes)
         job.reserved = False
+        try:
+            reply = await self._startd(claim.startd_address).ActivateClaim(startd_pb2.ActivateClaimRequest(
+                claim_id=claim.id, job_ad=common_pb2.ClassAd(text=job_ad)), timeout=RPC_TIMEOUT_S)
+            ok, reason = reply.ok, reply.reason
+        except grpc.aio.AioRpcError as e:
+            ok, reason = False, describe(e)
+        if not ok:
+            self.log.warning("could not start job %s on %s: %s", job.id, claim.slot_name, reason)
+            claim.job = None
+            if job.key in self.queue.jobs and job.attrs.get("ClaimId") == _quote(claim.id):
+                self.change(job, before)
+            await self._release_claim(claim, f"activation failed: {reason}")
+            await self.txlog.commit()
+            return
         self.counters["jobs_started"] += 1
         self.log.info("Started job %s on %s", job.id, claim.slot_name)
         self.trigger("advertise")
