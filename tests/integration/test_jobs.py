@@ -117,3 +117,16 @@ async def test_several_machines_in_one_startd_process(make_pool):
         running = await wait_jobs(c, "JobStatus == 2", 6)
         hosts = {attr(j, "RemoteHost").split("@")[1] for j in running}
         assert len(hosts) == 3
+
+
+async def test_zero_length_jobs_all_complete(make_pool):
+    # A zero-length job's exit can reach the schedd before the startd's reply to
+    # ActivateClaim does; every such job must still be recorded completed.
+    pool = make_pool("NUM_CPUS = 4\n" + PSLOT + "NEGOTIATOR_INTERVAL = 5\n", machines=10)
+    async with PoolClient(pool.collector_address) as c:
+        await wait_slots(c, 10)
+        cluster, n = await c.submit(SLEEP.format(seconds=0, n=300), "zero.sub", "gus")
+        done = await wait_jobs(c, f"ClusterId == {cluster}", n, history=True, timeout_s=120)
+        assert sorted(attr(j, "ProcId") for j in done) == list(range(n))
+        assert {attr(j, "JobStatus") for j in done} == {4}
+        assert await c.jobs() == []
