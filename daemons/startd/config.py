@@ -139,7 +139,7 @@ def _resolve_auto(requested: list[tuple[int, dict[str, int | str]]], machine: Re
         autos = sum(count for count, spec in requested if spec[res] == "auto")
         left = getattr(machine, res) - fixed
         share = left // autos if autos else 0
-        for i, (count, spec) in enumerate(requested):
+        for i, (_count, spec) in enumerate(requested):
             sizes.setdefault(i, {})[res] = share if spec[res] == "auto" else int(spec[res])
     return {i: Resources(**s) for i, s in sizes.items()}
 

@@ -16,6 +16,7 @@ import pytest
 
 from daemons.cli.client import PoolClient, wait_for
 from daemons.cli.pool import LocalPool
+from daemons.core import ads
 
 FAST = """\
 NETWORK_HOSTNAME = testhost
@@ -33,6 +34,13 @@ SLOT_TYPE_1 = 100%
 SLOT_TYPE_1_PARTITIONABLE = True
 NUM_SLOTS_TYPE_1 = 1
 """
+
+SLEEP = "universe = vanilla\nexecutable = /bin/sleep\narguments = {seconds}\nqueue {n}\n"
+
+
+def attr(ad, name):
+    """An attribute's value, or None."""
+    return ads.get(ad, name)
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from daemons.cli.client import PoolClient
 from daemons.core import ads
 from daemons.pb.htcpool import collector_pb2, collector_pb2_grpc, common_pb2, schedd_pb2
 
-from .conftest import FAST, htcpool, wait_slots
+from .conftest import htcpool, wait_slots
 
 BAD_SUBMITS = {
     "badexpr.sub": ("executable = /bin/sleep\nrequirements = (TARGET.Cpus > \nqueue\n",

@@ -4,20 +4,9 @@ from __future__ import annotations
 import aiohttp
 
 from daemons.cli.client import PoolClient, wait_for
-from daemons.core import ads
 
-from .conftest import PSLOT, wait_jobs, wait_slots
+from .conftest import SLEEP, attr, PSLOT, wait_jobs, wait_slots
 
-SLEEP = """\
-universe = vanilla
-executable = /bin/sleep
-arguments = {seconds}
-queue {n}
-"""
-
-
-def attr(ad, name):
-    return ads.get(ad, name)
 
 
 async def test_partitionable_slot_carves_dynamic_slots_and_jobs_complete(make_pool):

@@ -46,7 +46,7 @@ async def test_status_pages_metrics_and_cycle_records(make_pool):
         await c.submit("executable = /bin/sleep\narguments = 50\nqueue 2\n", "two.sub", "alice")
         await wait_jobs(c, "true", 2, history=True)
         async with aiohttp.ClientSession() as http:
-            for key, d in pool.daemons.items():
+            for d in pool.daemons.values():
                 url = d.info["status_url"]
                 async with http.get(f"{url}/status") as r:
                     status = await r.json()

@@ -8,15 +8,9 @@ import subprocess
 import sys
 
 from daemons.cli.client import PoolClient, wait_for
-from daemons.core import ads
 
-from .conftest import FAST, PSLOT, wait_jobs, wait_slots
+from .conftest import SLEEP, attr, FAST, PSLOT, wait_jobs, wait_slots
 
-SLEEP = "executable = /bin/sleep\narguments = {seconds}\nqueue {n}\n"
-
-
-def attr(ad, name):
-    return ads.get(ad, name)
 
 
 async def test_schedd_kill9_mid_run_keeps_the_queue_and_reconnects(make_pool):
