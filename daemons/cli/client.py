@@ -72,11 +72,12 @@ class PoolClient:
         return reply.cluster_id, reply.count
 
     async def jobs(self, constraint: str = "", projection: Sequence[str] = (), history: bool = False,
-                   limit: int = 0, schedd: str | None = None) -> list[classad2.ClassAd]:
+                   limit: int = 0, schedd: str | None = None, autoclusters: bool = False) -> list[classad2.ClassAd]:
         stub = await self.schedd(schedd)
         out = []
         async for chunk in stub.Query(schedd_pb2.QueryJobsRequest(
-                constraint=constraint, projection=list(projection), history=history, limit=limit), timeout=60.0):
+                constraint=constraint, projection=list(projection), history=history, limit=limit,
+                autoclusters=autoclusters), timeout=60.0):
             out.extend(ads.parse_ad(a.text) for a in chunk.ads)
         return out
 

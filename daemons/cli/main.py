@@ -174,6 +174,10 @@ STATUS_LETTER = {1: "I", 2: "R", 3: "X", 4: "C", 5: "H", 6: ">", 7: "S"}
 
 
 def cmd_q(args: argparse.Namespace) -> int:
+    if args.autocluster:
+        return _q_autoclusters(args)
+    if args.analyze:
+        return _q_analyze(args)
     from daemons.cli.client import PoolClient
     constraint = args.constraint or ""
     if args.jobs:
@@ -215,6 +219,58 @@ def cmd_q(args: argparse.Namespace) -> int:
               f"{_value(j, 'JobPrio') or 0:<3} {float(_value(j, 'ImageSize') or 0) / 1024:>5.1f} {cmd.strip()}")
     print(f"\n{len(jobs)} jobs; {counts[4]} completed, {counts[3]} removed, {counts[1]} idle, {counts[2]} running, "
           f"{counts[5]} held, {counts[7]} suspended")
+    return EXIT_OK
+
+
+def _q_autoclusters(args: argparse.Namespace) -> int:
+    """condor_q -autocluster: one line per autocluster with its count and significant values."""
+    from daemons.cli.client import PoolClient
+
+    async def go():
+        async with PoolClient(_collector_address(args)) as c:
+            return await c.jobs(args.constraint or "", autoclusters=True)
+
+    rows = _run_async(go())
+    if args.json:
+        print(json.dumps([_jsonable(r) for r in rows], indent=1))
+        return EXIT_OK
+    if args.af:
+        _autoformat(rows, args.af)
+        return EXIT_OK
+    from daemons.core import ads
+    print(f"{'AutoClusterId':>13} {'JobCount':>8} {'Idle':>5} {'Run':>5}  Significant values")
+    skip = {"autoclusterid", "autoclusterattrs", "jobcount", "jobids", "idlejobs", "runningjobs",
+            "lastrejmatchreason", "lastrejmatchtime"}
+    for r in rows:
+        values = [f"{k}={ads.one_line(str(r.lookup(k)))}" for k in str(_value(r, "AutoClusterAttrs") or "").split(",")
+                  if k and k.lower() not in skip and k in r and str(r.lookup(k)) != "undefined"]
+        print(f"{_value(r, 'AutoClusterId'):>13} {_value(r, 'JobCount'):>8} {_value(r, 'IdleJobs'):>5} "
+              f"{_value(r, 'RunningJobs'):>5}  {' '.join(values)}")
+        reason = _value(r, "LastRejMatchReason")
+        if reason:
+            print(f"{'':>36}last rejected: {reason}")
+    print(f"\n{len(rows)} autoclusters; {sum(int(_value(r, 'JobCount') or 0) for r in rows)} jobs")
+    return EXIT_OK
+
+
+def _q_analyze(args: argparse.Namespace) -> int:
+    from daemons.cli.analyze import analyze
+    from daemons.cli.client import PoolClient
+    if len(args.jobs) != 1 or not all(p.isdigit() for p in args.jobs[0].split(".")) or "." not in args.jobs[0]:
+        raise CliError("--analyze takes one job id, CLUSTER.PROC", EXIT_USAGE)
+    cluster, proc = args.jobs[0].split(".")
+
+    async def go():
+        async with PoolClient(_collector_address(args)) as c:
+            jobs = await c.jobs(f"ClusterId == {cluster} && ProcId == {proc}")
+            if not jobs:
+                jobs = await c.jobs(f"ClusterId == {cluster} && ProcId == {proc}", history=True)
+            return jobs, await c.ads("Machine"), await c.pool_now()
+
+    jobs, slots, now = _run_async(go())
+    if not jobs:
+        raise CliError(f"job {args.jobs[0]} is neither in the queue nor in the history")
+    print(analyze(jobs[0], slots, now), end="")
     return EXIT_OK
 
 
@@ -362,6 +418,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("q", help="list jobs, like condor_q")
     s.add_argument("jobs", nargs="*", help="cluster or cluster.proc")
     s.add_argument("--history", action="store_true", help="completed and removed jobs")
+    s.add_argument("--autocluster", action="store_true", help="autoclusters and their jobs, like condor_q -autocluster")
+    s.add_argument("--analyze", action="store_true", help="why one job does or does not run")
     s.add_argument("--constraint", help="ClassAd constraint")
     s.add_argument("-af", "--autoformat", dest="af", nargs="+", metavar="ATTR", help="print these attributes")
     s.add_argument("-l", "--long", action="store_true", help="whole job ads")

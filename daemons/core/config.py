@@ -137,7 +137,7 @@ def load(path: str | os.PathLike | None = None, *, local_dir: Path | None = None
         value = param.get(_PROBE)
         return None if value is None or value == "" else str(value)
 
-    _loaded = Param(raw, user_file)
+    _loaded = Param(raw, user_file, names=lambda: [k for k in param.keys() if k != _PROBE])
     return _loaded
 
 
@@ -157,12 +157,18 @@ class Param:
 
     raw: Callable[[str], str | None]
     user_file: Path | None = None
+    names: Callable[[], list[str]] = list
 
     @classmethod
     def from_dict(cls, values: dict[str, str]) -> "Param":
         """A Param over plain values (unit tests; no htcondor2 involved)."""
         upper = {k.upper(): v for k, v in values.items()}
-        return cls(lambda name: upper.get(name.upper()))
+        return cls(lambda name: upper.get(name.upper()), names=lambda: list(values))
+
+    def with_prefix(self, prefix: str) -> list[str]:
+        """Knob names (set or defaulted) that start with `prefix`, case-insensitively."""
+        p = prefix.upper()
+        return sorted({n for n in self.names() if n.upper().startswith(p)})
 
     def where(self, name: str) -> str:
         """'file, line N' of the last line that sets `name` in the user's file, if any."""

@@ -14,6 +14,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import classad2
 import grpc
 
 from daemons.core import ads
@@ -24,6 +25,7 @@ from daemons.core.daemon import Daemon
 from daemons.core.rpc import describe
 from daemons.negotiator.cadence import Cadence
 from daemons.negotiator.matchmaker import Match, Matchmaker, MatchPolicy
+from daemons.negotiator.significant import SignificantAttributes
 from daemons.pb.htcpool import common_pb2, negotiator_pb2, negotiator_pb2_grpc, schedd_pb2, schedd_pb2_grpc
 
 
@@ -34,6 +36,10 @@ class NegotiatorConfig:
     policy: MatchPolicy = field(default_factory=MatchPolicy)
     timeout_s: float = 30.0               # NEGOTIATOR_TIMEOUT (wall seconds per schedd exchange)
     cycle_history: int = 1000             # how many cycle records the status page keeps
+    # Policy expressions whose references are significant (HTCondor's compute_significant_attrs).
+    preemption_requirements: str = ""     # PREEMPTION_REQUIREMENTS
+    preemption_rank: str = ""             # PREEMPTION_RANK
+    job_constraint: str = ""              # NEGOTIATOR_JOB_CONSTRAINT
 
     @classmethod
     def from_param(cls, p: Param) -> "NegotiatorConfig":
@@ -48,7 +54,14 @@ class NegotiatorConfig:
                                post_job_rank=p.expr("NEGOTIATOR_POST_JOB_RANK", "") or ""),
             timeout_s=float(p.int("NEGOTIATOR_TIMEOUT", 30, minimum=1) or 30),
             cycle_history=p.int("NEGOTIATOR_CYCLE_HISTORY", 1000, minimum=1) or 1000,
+            preemption_requirements=p.expr("PREEMPTION_REQUIREMENTS", "") or "",
+            preemption_rank=p.expr("PREEMPTION_RANK", "") or "",
+            job_constraint=p.expr("NEGOTIATOR_JOB_CONSTRAINT", "") or "",
         )
+
+    def policy_exprs(self) -> list[str]:
+        return [self.preemption_requirements, self.preemption_rank, self.policy.pre_job_rank,
+                self.policy.post_job_rank]
 
 
 @dataclass
@@ -64,6 +77,9 @@ class CycleRecord:
     submitters: int = 0
     rescheduled: bool = False
     error: str = ""
+    requests: int = 0        # resource request ads received from schedds
+    considered: int = 0      # request ads evaluated against the pool (matches + rejections)
+    significant: int = 0     # significant attributes sent to schedds
 
 
 class NegotiatorDaemon(Daemon):
@@ -79,6 +95,10 @@ class NegotiatorDaemon(Daemon):
         self._loop_task: asyncio.Task | None = None
         self.last_start: float | None = None
         self.last_end: float | None = None
+        self.significant = SignificantAttributes()
+        self.significant_attrs: list[str] = []
+        # Parsed slot ads by their text: an ad that did not change is not parsed again.
+        self._parsed: dict[str, classad2.ClassAd] = {}
 
     def default_name(self) -> str:
         return self.common.full_hostname
@@ -164,7 +184,10 @@ class NegotiatorDaemon(Daemon):
         slot_texts, submitter_texts = await asyncio.gather(
             self.collector.query("Machine", include_private=True, give_up_after_s=5.0),
             self.collector.query("Submitter", give_up_after_s=5.0))
-        slot_ads = [ads.parse_ad(t, "slot ad") for t in slot_texts]
+        slot_ads = [self._parse_slot(t) for t in slot_texts]
+        if len(self._parsed) > 2 * len(slot_texts) + 100:
+            current = set(slot_texts)
+            self._parsed = {t: a for t, a in self._parsed.items() if t in current}
         submitters = []
         for t in submitter_texts:
             ad = ads.parse_ad(t, "submitter ad")
@@ -177,6 +200,12 @@ class NegotiatorDaemon(Daemon):
         log.info("Got ads: %d public and %d private", len(slot_texts) + len(submitter_texts), len(slot_texts))
         log.info("Public ads include %d submitter, %d startd", len(submitters), len(slot_ads))
         log.info("Phase 2:  Performing accounting ...")
+        sig = self.significant.compute(list(zip(slot_ads, slot_texts)), self.cfg.policy_exprs(),
+                                       self.cfg.job_constraint)
+        if sig != self.significant_attrs:
+            log.info("Significant attributes: %s", ",".join(sig))
+            self.significant_attrs = sig
+        rec.significant = len(sig)
         log.info("Phase 3:  Sorting submitter ads by priority ...")
         submitters.sort(key=lambda a: str(ads.get(a, "Name")))
         mm = Matchmaker.from_ads(slot_ads, self.cfg.policy, rec.start)
@@ -200,7 +229,8 @@ class NegotiatorDaemon(Daemon):
         call = stub.Negotiate(timeout=self.cfg.timeout_s)
         log = self.log
         await call.write(schedd_pb2.NegotiatorMessage(start=schedd_pb2.NegotiateStart(
-            submitter=submitter, cycle=rec.cycle, pool_time=rec.start)))
+            submitter=submitter, cycle=rec.cycle, pool_time=rec.start, significant_attrs=self.significant_attrs)))
+        rejected: set[int] = set()   # autoclusters rejected in this session: skip the rest of them
         try:
             while True:
                 await call.write(schedd_pb2.NegotiatorMessage(
@@ -212,7 +242,8 @@ class NegotiatorDaemon(Daemon):
                 for req in batch.requests:
                     if mm.available == 0:
                         break
-                    await self._serve_request(call, req, submitter, address, mm, rec)
+                    rec.requests += 1
+                    await self._serve_request(call, req, submitter, address, mm, rec, rejected)
                 if batch.no_more or not batch.requests or mm.available == 0:
                     if not batch.requests:
                         log.info("  Got NO_MORE_JOBS;  schedd has no more requests")
@@ -227,15 +258,18 @@ class NegotiatorDaemon(Daemon):
                 pass
 
     async def _serve_request(self, call, req: schedd_pb2.ResourceRequest, submitter: str, address: str,
-                             mm: Matchmaker, rec: CycleRecord) -> None:
+                             mm: Matchmaker, rec: CycleRecord, rejected: set[int]) -> None:
         log = self.log
         ad = ads.parse_ad(req.ad.text, f"resource request {req.request_id}")
         cluster, proc = ads.get(ad, "ClusterId", 0), ads.get(ad, "ProcId", 0)
         ac = ads.get(ad, "AutoClusterId", -1)
+        if ac in rejected:
+            return  # a later request of an autocluster that already failed this cycle
         count = max(1, req.count)
         for i in range(count):
             log.info("    Request %05d.%05d:  autocluster %s (request count %d of %d)",
                      int(cluster), int(proc), ac, i + 1, count)
+            rec.considered += 1
             result = mm.match(ad)
             if isinstance(result, Match):
                 rec.matches += 1
@@ -250,9 +284,18 @@ class NegotiatorDaemon(Daemon):
                 log.info("      Rejected %s.%s %s <%s>: %s", cluster, proc, submitter, address, result.reason)
                 await call.write(schedd_pb2.NegotiatorMessage(reject=schedd_pb2.RequestRejected(
                     request_id=req.request_id, reason=result.reason)))
+                if isinstance(ac, int) and ac >= 0:
+                    rejected.add(ac)
                 return
             if mm.available == 0:
                 return
+
+    def _parse_slot(self, text: str) -> classad2.ClassAd:
+        ad = self._parsed.get(text)
+        if ad is None:
+            ad = ads.parse_ad(text, "slot ad")
+            self._parsed[text] = ad
+        return ad
 
     def own_ads(self) -> list[dict[str, Any]]:
         ad = self.base_ad()
@@ -302,5 +345,6 @@ class _NegotiatorService(negotiator_pb2_grpc.NegotiatorServicer):
             negotiator_pb2.CycleRecord(cycle=r.cycle, start=r.start, end=r.end, matches=r.matches,
                                        rejections=r.rejections, duration=r.duration,
                                        wall_duration=r.wall_duration, slots=r.slots,
-                                       submitters=r.submitters, rescheduled=r.rescheduled)
+                                       submitters=r.submitters, rescheduled=r.rescheduled,
+                                       requests=r.requests, considered=r.considered, significant=r.significant)
             for r in records])

@@ -21,11 +21,13 @@ import grpc
 from daemons.core import ads
 from daemons.core.clock import PoolClock
 from daemons.core.common import CommonConfig
-from daemons.core.config import Param
+from daemons.core.config import ConfigError, Param
 from daemons.core.daemon import Daemon
 from daemons.core.rpc import describe
 from daemons.pb.htcpool import common_pb2, negotiator_pb2_grpc, schedd_pb2, schedd_pb2_grpc, startd_pb2, startd_pb2_grpc
 from daemons.schedd import scheduling, txlog
+from daemons.schedd.autocluster import (IDENTIFIER, AutoclusterConfig, Autoclusterer, AutoclusterStats,
+                                        check_names, parse_rounding)
 from daemons.schedd.jobqueue import Job, JobQueue
 from daemons.schedd.scheduling import Request, ScheddClaim
 from daemons.schedd.submit import (COMPLETED, HELD, IDLE, REMOVED, RUNNING, SubmitContext, SubmitError,
@@ -47,6 +49,7 @@ class ScheddConfig:
     default_request_memory: str = "128"
     default_request_disk: str = "MAX({1024, (TransferInputSizeMB+1) * 1.25}) * 1024"
     default_request_cpus: str = "1"
+    autocluster: AutoclusterConfig = field(default_factory=AutoclusterConfig)
 
     @property
     def claim_lease_s(self) -> float:
@@ -65,7 +68,38 @@ class ScheddConfig:
             default_request_memory=p.expr("JOB_DEFAULT_REQUESTMEMORY", "128") or "128",
             default_request_disk=p.expr("JOB_DEFAULT_REQUESTDISK", cls.default_request_disk) or cls.default_request_disk,
             default_request_cpus=p.expr("JOB_DEFAULT_REQUESTCPUS", "1") or "1",
+            autocluster=read_autocluster_config(p),
         )
+
+
+def read_autocluster_config(p: Param) -> AutoclusterConfig:
+    def names(knob: str) -> tuple[str, ...]:
+        try:
+            return check_names(knob, p.list(knob))
+        except ValueError as e:
+            raise ConfigError(f"{p.where(knob)}: {e}") from None
+
+    rounding = []
+    for knob in p.with_prefix("SCHEDD_ROUND_ATTR_"):
+        attr = knob[len("SCHEDD_ROUND_ATTR_"):]
+        text = p.str(knob)
+        if not text:
+            continue
+        if not IDENTIFIER.match(attr):
+            raise ConfigError(f"{p.where(knob)}: {knob}: {attr!r} is not a ClassAd attribute name")
+        try:
+            rule = parse_rounding(attr, text)
+        except ValueError as e:
+            raise ConfigError(f"{p.where(knob)}: {knob} = {text!r}: {e}") from None
+        if rule is not None:
+            rounding.append(rule)
+    return AutoclusterConfig(
+        enabled=bool(p.bool("SCHEDD_AUTOCLUSTERING", True)),
+        significant=names("SIGNIFICANT_ATTRIBUTES") if p.is_set("SIGNIFICANT_ATTRIBUTES") else None,
+        add=names("ADD_SIGNIFICANT_ATTRIBUTES"),
+        remove=names("REMOVE_SIGNIFICANT_ATTRIBUTES"),
+        rounding=tuple(rounding),
+    )
 
 
 class ActError(ValueError):
@@ -81,6 +115,7 @@ class NegotiationSession:
     matches: int = 0
     rejections: int = 0
     by_id: dict[str, Request] = field(default_factory=dict)
+    rejected: set[int] = field(default_factory=set)   # autoclusters skipped for the rest of the cycle
 
     def __post_init__(self) -> None:
         self.by_id = {r.request_id: r for r in self.requests}
@@ -101,7 +136,11 @@ class ScheddDaemon(Daemon):
     def __init__(self, common: CommonConfig, cfg: ScheddConfig, clock: PoolClock | None = None) -> None:
         super().__init__(common, clock)
         self.cfg = cfg
-        self.queue = JobQueue(common.uid_domain)
+        self.queue = JobQueue(common.uid_domain, cfg.autocluster.rounding)
+        self.ac = Autoclusterer(cfg.autocluster, canon=self.queue.canonical)
+        self.ac_stats = AutoclusterStats()
+        # Beyond HTCondor: a rejection's reason belongs to the whole autocluster.
+        self.ac_rejections: dict[int, tuple[str, int]] = {}
         self.txlog = txlog.TxLog(cfg.job_queue_log)
         self.claims: dict[str, ScheddClaim] = {}
         self._background: set[asyncio.Task] = set()
@@ -210,24 +249,40 @@ class ScheddDaemon(Daemon):
                     self.log.info("reschedule to the negotiator at %s failed: %s", addr, describe(e))
 
     # ---- negotiation -------------------------------------------------------------
-    def begin_negotiation(self, submitter: str, cycle: int) -> NegotiationSession:
+    def begin_negotiation(self, submitter: str, cycle: int, significant: list[str] | None = None) -> NegotiationSession:
+        if significant and self.ac.update_negotiator_attrs(significant):
+            self.log.info("significant attributes from the negotiator grew (%d now): every autocluster id "
+                          "is recomputed", len(self.ac.negotiator_attrs))
         jobs = scheduling.idle_jobs(self.queue, submitter)
-        session = NegotiationSession(submitter, cycle, scheduling.resource_requests(jobs))
+        n0, t0 = self.ac.ids_assigned, self.ac.assign_seconds
+        requests = scheduling.resource_requests(jobs, self.ac.assign)
+        autoclusters = len({r.autocluster for r in requests})
+        self.ac_stats.record(self.clock.now(), autoclusters, len(jobs), self.ac.ids_assigned - n0,
+                             self.ac.assign_seconds - t0)
+        session = NegotiationSession(submitter, cycle, requests)
         self.counters["negotiations"] += 1
-        self.log.info("Negotiating for %s (cycle %d): %d idle job(s)", submitter, cycle, len(jobs))
+        self.log.info("Negotiating for %s (cycle %d): %d idle job(s) in %d autocluster(s), %d request(s)",
+                      submitter, cycle, len(jobs), autoclusters, len(requests))
         return session
 
     def next_requests(self, session: NegotiationSession, max_requests: int) -> tuple[list[Request], bool]:
+        """The next batch, leaving out autoclusters already rejected in this cycle."""
         n = max(1, max_requests)
-        batch = session.requests[session.position:session.position + n]
-        session.position += len(batch)
+        batch: list[Request] = []
+        while len(batch) < n and session.position < len(session.requests):
+            r = session.requests[session.position]
+            session.position += 1
+            if r.autocluster not in session.rejected:
+                batch.append(r)
         return batch, session.position >= len(session.requests)
 
     def on_match(self, session: NegotiationSession, request_id: str, claim_id: str, slot_ad_text: str) -> None:
         req = session.by_id.get(request_id)
         session.matches += 1
-        job = req.job if req is not None else None
-        if job is None or job.reserved or job.status != IDLE:
+        job = req.next_job() if req is not None else None
+        if req is not None:
+            self.ac_rejections.pop(req.autocluster, None)
+        if job is None:
             # The job started meanwhile (on a leftover or a reused claim): the match is
             # the submitter's, so another of its idle jobs that fits the slot takes it.
             try:
@@ -246,13 +301,13 @@ class ScheddDaemon(Daemon):
                    f"schedd:claim:{job.id}")
 
     def on_reject(self, session: NegotiationSession, request_id: str, reason: str) -> None:
+        """Skip the rest of the autocluster this cycle; its jobs all carry the reason."""
         req = session.by_id.get(request_id)
         session.rejections += 1
-        if req is None or req.job.key not in self.queue.jobs:
+        if req is None:
             return
-        now = int(self.clock.now())
-        # Not forced to disk: a lost rejection reason costs nothing.
-        self.change(req.job, {"LastRejMatchReason": _quote(reason), "LastRejMatchTime": str(now)})
+        session.rejected.add(req.autocluster)
+        self.ac_rejections[req.autocluster] = (reason, int(self.clock.now()))
 
     # ---- claims and jobs ------------------------------------------------------------
     def _startd(self, address: str) -> startd_pb2_grpc.StartdStub:
@@ -566,10 +621,47 @@ class ScheddDaemon(Daemon):
                 break
         return out
 
+    def autocluster_ads(self, constraint: str = "") -> list[str]:
+        """condor_q -autocluster: the autoclusters of the jobs in the queue."""
+        tree = ads.parse_expr(constraint, "constraint") if constraint.strip() else None
+        groups: dict[int, list[Job]] = {}
+        for job in sorted(self.queue.jobs.values(), key=lambda j: j.key):
+            if job.status in (COMPLETED, REMOVED):
+                continue
+            groups.setdefault(self.ac.assign(job), []).append(job)
+        out = []
+        for ac, jobs in sorted(groups.items()):
+            first = jobs[0]
+            attrs: dict[str, str] = {a: first.attrs.get(a, "undefined") for a in first.ac_attrs}
+            attrs.update({
+                "AutoClusterId": str(ac),
+                "AutoClusterAttrs": ads.literal(",".join(first.ac_attrs)),
+                "JobCount": str(len(jobs)),
+                "JobIds": ads.literal(",".join(j.id for j in jobs)),
+                "IdleJobs": str(sum(j.status == IDLE for j in jobs)),
+                "RunningJobs": str(sum(j.status == RUNNING for j in jobs)),
+            })
+            rejection = self.ac_rejections.get(ac)
+            if rejection is not None:
+                attrs["LastRejMatchReason"] = _quote(rejection[0])
+                attrs["LastRejMatchTime"] = str(rejection[1])
+            ad = ads.parse_ad(ads.text_of_exprs(attrs))
+            if tree is None or ads.is_true(ads.evaluate(tree, ad)):
+                out.append(repr(ad))
+        return out
+
     def _iter_ads(self, history: bool):
         if not history:
             for j in sorted(self.queue.jobs.values(), key=lambda j: j.key):
-                yield j.classad()
+                shared = self.ac_rejections.get(j.ac_id) if j.ac_id is not None and j.status == IDLE else None
+                if shared is None:
+                    yield j.classad()
+                else:
+                    # The autocluster's last rejection speaks for every job in it.
+                    view = dict(j.view())
+                    view["LastRejMatchReason"] = _quote(shared[0])
+                    view["LastRejMatchTime"] = str(shared[1])
+                    yield ads.parse_ad(ads.text_of_exprs(view))
             return
         path = self.cfg.history_file
         if path.exists():
@@ -618,6 +710,9 @@ class ScheddDaemon(Daemon):
         s = self.base_status()
         counts = self.queue.counts_by_submitter()
         s.update({"jobs": len(self.queue), "claims": len(self.claims), "submitters": counts,
+                  "autoclustering": dict(self.ac_stats.summary(), enabled=self.ac.cfg.enabled,
+                                         significant_attributes=list(self.ac.base_list()),
+                                         known_signatures=self.ac.known_signatures),
                   "counters": dict(self.counters), "job_queue_log": str(self.cfg.job_queue_log),
                   "fsyncs": self.txlog.fsyncs, "commits": self.txlog.commits})
         return s
@@ -633,6 +728,16 @@ class ScheddDaemon(Daemon):
                   "txlog_commits_total": float(self.txlog.commits)})
         for k, v in self.counters.items():
             m[f"{k}_total"] = float(v)
+        a = self.ac_stats.summary()
+        m.update({"autoclusters": float(a["active_autoclusters"]),
+                  "autoclusters_mean": a["active_autoclusters_mean"],
+                  "autoclusters_sd": a["active_autoclusters_sd"],
+                  "jobs_per_autocluster_mean": a["jobs_per_autocluster_mean"],
+                  "autocluster_id_microseconds_mean": a["id_cost_us_mean"],
+                  "autocluster_id_microseconds_sd": a["id_cost_us_sd"],
+                  "autocluster_ids_assigned_total": float(self.ac.ids_assigned),
+                  "autocluster_id_cost_jobs": {(("le_us", k),): float(v)
+                                               for k, v in a["id_cost_histogram_us"].items()}})
         return m
 
 

@@ -15,6 +15,7 @@ import classad2
 
 from daemons.core import ads
 from daemons.schedd import txlog
+from daemons.schedd.autocluster import AutoclusterConfig, Rounding, round_text
 from daemons.schedd.submit import HELD, IDLE, RUNNING, submitter_of
 
 HEADER_KEY = "0.0"
@@ -29,7 +30,12 @@ class Job:
     submitter: str = ""
     # Not persisted: a match is being turned into a running job.
     reserved: bool = False
-    _classad: classad2.ClassAd | None = None
+    # Not persisted: the autocluster cache (AutoClusterId, AutoClusterAttrs).
+    ac_id: int | None = None
+    ac_attrs: tuple[str, ...] = ()
+    ac_attrs_lower: frozenset[str] = frozenset()
+    ac_generation: int = -1
+    _classad: tuple[int | None, classad2.ClassAd] | None = None
 
     @property
     def id(self) -> str:
@@ -52,13 +58,26 @@ class Job:
         except ValueError:
             return default
 
+    def view(self) -> dict[str, str]:
+        """The job ad as others see it: its attributes plus the autocluster cache."""
+        if self.ac_id is None:
+            return self.attrs
+        out = dict(self.attrs)
+        out["AutoClusterId"] = str(self.ac_id)
+        out["AutoClusterAttrs"] = ads.literal(",".join(self.ac_attrs))
+        return out
+
     def classad(self) -> classad2.ClassAd:
-        if self._classad is None:
-            self._classad = classad2.ClassAd(ads.text_of_exprs(self.attrs))
-        return self._classad
+        if self._classad is None or self._classad[0] != self.ac_id:
+            self._classad = (self.ac_id, classad2.ClassAd(ads.text_of_exprs(self.view())))
+        return self._classad[1]
 
     def text(self) -> str:
-        return ads.text_of_exprs(self.attrs)
+        return ads.text_of_exprs(self.view())
+
+    def forget_autocluster(self) -> None:
+        self.ac_id = None
+        self._classad = None
 
 
 def parse_job_id(text: str) -> tuple[int, int | None]:
@@ -71,10 +90,19 @@ def parse_job_id(text: str) -> tuple[int, int | None]:
 
 
 class JobQueue:
-    def __init__(self, uid_domain: str) -> None:
+    def __init__(self, uid_domain: str, rounding: Iterable[Rounding] = AutoclusterConfig().rounding) -> None:
         self.uid_domain = uid_domain
         self.jobs: dict[tuple[int, int], Job] = {}
         self.next_cluster = 1
+        self.rounding = {r.attr.lower(): r for r in rounding}
+        self._canon: dict[str, str] = {}
+
+    def canonical(self, name: str) -> str:
+        """ClassAd names ignore case: every job spells an attribute the way it was first seen."""
+        c = self._canon.get(name.lower())
+        if c is None:
+            c = self._canon[name.lower()] = name
+        return c
 
     def __len__(self) -> int:
         return len(self.jobs)
@@ -125,16 +153,26 @@ class JobQueue:
             return
         if op.code == txlog.DESTROY:
             del self.jobs[(c, p)]
-        elif op.code == txlog.SET:
-            job.attrs[op.name] = op.value
-            job._classad = None
-            if op.name in ("Owner", "AccountingGroup") or not job.submitter:
-                job.submitter = submitter_of(job.attrs, self.uid_domain)
+            return
+        name = self.canonical(op.name)
+        low = name.lower()
+        if op.code == txlog.SET:
+            value = op.value
+            rule = self.rounding.get(low)
+            if rule is not None:
+                # SCHEDD_ROUND_ATTR_<attr>: round for matchmaking, keep the original.
+                rounded = round_text(rule, value)
+                if rounded is not None:
+                    job.attrs[self.canonical(name + "_RAW")] = value
+                    value = rounded
+            job.attrs[name] = value
         elif op.code == txlog.DELETE_ATTR:
-            job.attrs.pop(op.name, None)
-            job._classad = None
-            if op.name in ("Owner", "AccountingGroup"):
-                job.submitter = submitter_of(job.attrs, self.uid_domain)
+            job.attrs.pop(name, None)
+        job._classad = None
+        if job.ac_id is not None and low in job.ac_attrs_lower:
+            job.forget_autocluster()
+        if low in ("owner", "accountinggroup") or not job.submitter:
+            job.submitter = submitter_of(job.attrs, self.uid_domain)
 
     def state_lines(self) -> list[str]:
         """The whole queue as log lines (for a compacted log)."""
@@ -142,7 +180,21 @@ class JobQueue:
                  txlog.op_set(HEADER_KEY, "NextClusterNum", str(self.next_cluster))]
         for job in self.jobs.values():
             lines.append(txlog.op_new(job.id))
-            lines.extend(txlog.op_set(job.id, k, v) for k, v in job.attrs.items())
+            raws: list[tuple[str, str]] = []
+            for k, v in job.attrs.items():
+                low = k.lower()
+                if low.endswith("_raw") and low[:-4] in self.rounding:
+                    base = job.attrs.get(self._canon.get(low[:-4], ""))
+                    if base is None or round_text(self.rounding[low[:-4]], v) != base:
+                        raws.append((k, v))  # not what replaying the base attribute would recreate
+                    continue
+                if low in self.rounding:
+                    raw = job.attrs.get(self._canon.get(low + "_raw", ""))
+                    if raw is not None and round_text(self.rounding[low], raw) == v:
+                        v = raw  # write the original: replay rounds it again, and recreates <attr>_RAW
+                lines.append(txlog.op_set(job.id, k, v))
+            # Stale or orphaned <attr>_RAW values go last so no replayed rounding overwrites them.
+            lines.extend(txlog.op_set(job.id, k, v) for k, v in raws)
         return lines
 
     # ---- building changes ---------------------------------------------------

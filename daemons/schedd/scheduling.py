@@ -1,7 +1,8 @@
 """The schedd's scheduling decisions. Pure: queue state and time in, choices out."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
 import classad2
 
@@ -22,12 +23,24 @@ class ScheddClaim:
     last_alive_ok: float = 0.0
 
 
-@dataclass(frozen=True)
+@dataclass
 class Request:
-    """One resource request: a representative job and how many like it want slots."""
+    """One resource request: consecutive idle jobs of one autocluster, in priority order.
+
+    The first job's ad represents them; `count` is HTCondor's _condor_RESOURCE_COUNT.
+    """
     request_id: str
     job: Job
     count: int
+    autocluster: int = 0
+    jobs: list[Job] = field(default_factory=list)
+
+    def next_job(self) -> Job | None:
+        """The first job of the request still waiting for a slot."""
+        for j in self.jobs:
+            if j.status == IDLE and not j.reserved:
+                return j
+        return None
 
 
 def job_order(job: Job) -> tuple[int, int, int]:
@@ -42,9 +55,17 @@ def idle_jobs(queue: JobQueue, submitter: str) -> list[Job]:
     return jobs
 
 
-def resource_requests(jobs: list[Job]) -> list[Request]:
-    """One request per job, in priority order (autoclustering groups them: issue #3)."""
-    return [Request(j.id, j, 1) for j in jobs]
+def resource_requests(jobs: list[Job], autocluster_of: Callable[[Job], int]) -> list[Request]:
+    """Group consecutive jobs (in priority order) of the same autocluster into one request."""
+    out: list[Request] = []
+    for j in jobs:
+        ac = autocluster_of(j)
+        if out and out[-1].autocluster == ac:
+            out[-1].jobs.append(j)
+            out[-1].count += 1
+        else:
+            out.append(Request(f"{ac}:{len(out)}", j, 1, ac, [j]))
+    return out
 
 
 def with_time(ad: classad2.ClassAd, now: float) -> classad2.ClassAd:

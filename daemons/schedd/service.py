@@ -33,7 +33,10 @@ class ScheddService(pb_grpc.ScheddServicer):
     async def Query(self, request: pb.QueryJobsRequest,
                     context: grpc.aio.ServicerContext) -> AsyncIterator[pb.QueryJobsReply]:
         try:
-            texts = self.d.query(request.constraint, list(request.projection), request.history, request.limit)
+            if request.autoclusters:
+                texts = self.d.autocluster_ads(request.constraint)
+            else:
+                texts = self.d.query(request.constraint, list(request.projection), request.history, request.limit)
         except ads.AdError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         for i in range(0, len(texts), QUERY_CHUNK):
@@ -58,7 +61,8 @@ class ScheddService(pb_grpc.ScheddServicer):
         async for msg in request_iterator:
             kind = msg.WhichOneof("msg")
             if kind == "start":
-                session = self.d.begin_negotiation(msg.start.submitter, msg.start.cycle)
+                session = self.d.begin_negotiation(msg.start.submitter, msg.start.cycle,
+                                                   list(msg.start.significant_attrs))
                 continue
             if session is None:
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "negotiation must begin with start")

@@ -221,6 +221,9 @@ class Machine:
             "LoadAvg": float(s.size.cpus) if s.activity == BUSY else 0.0,
             "CondorLoadAvg": float(s.size.cpus) if s.activity == BUSY else 0.0,
             "KeyboardIdle": int(now - self.started) + 15 * 60,
+            # What a real startd's benchmarks would advertise (policy expressions use them).
+            "KFlops": 1_000_000,
+            "Mips": 10_000,
             "CurrentRank": 0.0,
             "DaemonStartTime": int(self.started),
         }

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from daemons.pb.htcpool import common_pb2 as htcpool_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18htcpool/negotiator.proto\x12\nhtcpool.v1\x1a\x14htcpool/common.proto\"%\n\x0fRescheduleReply\x12\x12\n\nnext_cycle\x18\x01 \x01(\x03\"#\n\x13\x43ycleHistoryRequest\x12\x0c\n\x04last\x18\x01 \x01(\x05\"\xbe\x01\n\x0b\x43ycleRecord\x12\r\n\x05\x63ycle\x18\x01 \x01(\x03\x12\r\n\x05start\x18\x02 \x01(\x01\x12\x0b\n\x03\x65nd\x18\x03 \x01(\x01\x12\x0f\n\x07matches\x18\x04 \x01(\x05\x12\x12\n\nrejections\x18\x05 \x01(\x05\x12\x10\n\x08\x64uration\x18\x06 \x01(\x01\x12\x15\n\rwall_duration\x18\x07 \x01(\x01\x12\r\n\x05slots\x18\x08 \x01(\x05\x12\x12\n\nsubmitters\x18\t \x01(\x05\x12\x13\n\x0brescheduled\x18\n \x01(\x08\"<\n\x11\x43ycleHistoryReply\x12\'\n\x06\x63ycles\x18\x01 \x03(\x0b\x32\x17.htcpool.v1.CycleRecord2\x9a\x01\n\nNegotiator\x12<\n\nReschedule\x12\x11.htcpool.v1.Empty\x1a\x1b.htcpool.v1.RescheduleReply\x12N\n\x0c\x43ycleHistory\x12\x1f.htcpool.v1.CycleHistoryRequest\x1a\x1d.htcpool.v1.CycleHistoryReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18htcpool/negotiator.proto\x12\nhtcpool.v1\x1a\x14htcpool/common.proto\"%\n\x0fRescheduleReply\x12\x12\n\nnext_cycle\x18\x01 \x01(\x03\"#\n\x13\x43ycleHistoryRequest\x12\x0c\n\x04last\x18\x01 \x01(\x05\"\xf9\x01\n\x0b\x43ycleRecord\x12\r\n\x05\x63ycle\x18\x01 \x01(\x03\x12\r\n\x05start\x18\x02 \x01(\x01\x12\x0b\n\x03\x65nd\x18\x03 \x01(\x01\x12\x0f\n\x07matches\x18\x04 \x01(\x05\x12\x12\n\nrejections\x18\x05 \x01(\x05\x12\x10\n\x08\x64uration\x18\x06 \x01(\x01\x12\x15\n\rwall_duration\x18\x07 \x01(\x01\x12\r\n\x05slots\x18\x08 \x01(\x05\x12\x12\n\nsubmitters\x18\t \x01(\x05\x12\x13\n\x0brescheduled\x18\n \x01(\x08\x12\x10\n\x08requests\x18\x0b \x01(\x05\x12\x12\n\nconsidered\x18\x0c \x01(\x05\x12\x13\n\x0bsignificant\x18\r \x01(\x05\"<\n\x11\x43ycleHistoryReply\x12\'\n\x06\x63ycles\x18\x01 \x03(\x0b\x32\x17.htcpool.v1.CycleRecord2\x9a\x01\n\nNegotiator\x12<\n\nReschedule\x12\x11.htcpool.v1.Empty\x1a\x1b.htcpool.v1.RescheduleReply\x12N\n\x0c\x43ycleHistory\x12\x1f.htcpool.v1.CycleHistoryRequest\x1a\x1d.htcpool.v1.CycleHistoryReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,9 +37,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CYCLEHISTORYREQUEST']._serialized_start=101
   _globals['_CYCLEHISTORYREQUEST']._serialized_end=136
   _globals['_CYCLERECORD']._serialized_start=139
-  _globals['_CYCLERECORD']._serialized_end=329
-  _globals['_CYCLEHISTORYREPLY']._serialized_start=331
-  _globals['_CYCLEHISTORYREPLY']._serialized_end=391
-  _globals['_NEGOTIATOR']._serialized_start=394
-  _globals['_NEGOTIATOR']._serialized_end=548
+  _globals['_CYCLERECORD']._serialized_end=388
+  _globals['_CYCLEHISTORYREPLY']._serialized_start=390
+  _globals['_CYCLEHISTORYREPLY']._serialized_end=450
+  _globals['_NEGOTIATOR']._serialized_start=453
+  _globals['_NEGOTIATOR']._serialized_end=607
 # @@protoc_insertion_point(module_scope)

@@ -20,7 +20,7 @@ class CycleHistoryRequest(_message.Message):
     def __init__(self, last: _Optional[int] = ...) -> None: ...
 
 class CycleRecord(_message.Message):
-    __slots__ = ("cycle", "start", "end", "matches", "rejections", "duration", "wall_duration", "slots", "submitters", "rescheduled")
+    __slots__ = ("cycle", "start", "end", "matches", "rejections", "duration", "wall_duration", "slots", "submitters", "rescheduled", "requests", "considered", "significant")
     CYCLE_FIELD_NUMBER: _ClassVar[int]
     START_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
@@ -31,6 +31,9 @@ class CycleRecord(_message.Message):
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     SUBMITTERS_FIELD_NUMBER: _ClassVar[int]
     RESCHEDULED_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    CONSIDERED_FIELD_NUMBER: _ClassVar[int]
+    SIGNIFICANT_FIELD_NUMBER: _ClassVar[int]
     cycle: int
     start: float
     end: float
@@ -41,7 +44,10 @@ class CycleRecord(_message.Message):
     slots: int
     submitters: int
     rescheduled: bool
-    def __init__(self, cycle: _Optional[int] = ..., start: _Optional[float] = ..., end: _Optional[float] = ..., matches: _Optional[int] = ..., rejections: _Optional[int] = ..., duration: _Optional[float] = ..., wall_duration: _Optional[float] = ..., slots: _Optional[int] = ..., submitters: _Optional[int] = ..., rescheduled: _Optional[bool] = ...) -> None: ...
+    requests: int
+    considered: int
+    significant: int
+    def __init__(self, cycle: _Optional[int] = ..., start: _Optional[float] = ..., end: _Optional[float] = ..., matches: _Optional[int] = ..., rejections: _Optional[int] = ..., duration: _Optional[float] = ..., wall_duration: _Optional[float] = ..., slots: _Optional[int] = ..., submitters: _Optional[int] = ..., rescheduled: _Optional[bool] = ..., requests: _Optional[int] = ..., considered: _Optional[int] = ..., significant: _Optional[int] = ...) -> None: ...
 
 class CycleHistoryReply(_message.Message):
     __slots__ = ("cycles",)

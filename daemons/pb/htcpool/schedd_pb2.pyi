@@ -51,16 +51,18 @@ class SubmitReply(_message.Message):
     def __init__(self, cluster_id: _Optional[int] = ..., count: _Optional[int] = ...) -> None: ...
 
 class QueryJobsRequest(_message.Message):
-    __slots__ = ("constraint", "projection", "history", "limit")
+    __slots__ = ("constraint", "projection", "history", "limit", "autoclusters")
     CONSTRAINT_FIELD_NUMBER: _ClassVar[int]
     PROJECTION_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    AUTOCLUSTERS_FIELD_NUMBER: _ClassVar[int]
     constraint: str
     projection: _containers.RepeatedScalarFieldContainer[str]
     history: bool
     limit: int
-    def __init__(self, constraint: _Optional[str] = ..., projection: _Optional[_Iterable[str]] = ..., history: _Optional[bool] = ..., limit: _Optional[int] = ...) -> None: ...
+    autoclusters: bool
+    def __init__(self, constraint: _Optional[str] = ..., projection: _Optional[_Iterable[str]] = ..., history: _Optional[bool] = ..., limit: _Optional[int] = ..., autoclusters: _Optional[bool] = ...) -> None: ...
 
 class QueryJobsReply(_message.Message):
     __slots__ = ("ads",)
