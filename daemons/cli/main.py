@@ -376,13 +376,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from daemons.cli.bench import BENCHES
-    if args.name not in BENCHES:
-        raise CliError(f"unknown benchmark {args.name!r}; one of {', '.join(sorted(BENCHES))}", EXIT_USAGE)
     return BENCHES[args.name](args)
-
-
-def cmd_experiment(args: argparse.Namespace) -> int:
-    raise CliError(f"unknown experiment {args.name!r}: no experiments are available yet", EXIT_USAGE)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -471,17 +465,27 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_demo)
 
     s = sub.add_parser("bench", help="performance figures")
-    s.add_argument("name", help="throughput")
-    s.add_argument("--json", action="store_true", help="end with one JSON object")
-    s.add_argument("--jobs", type=int, default=1000)
-    s.add_argument("--machines", type=int, default=100)
-    s.add_argument("--cpus", type=int, default=8)
-    s.set_defaults(fn=cmd_bench)
+    benches = s.add_subparsers(dest="name", required=True, metavar="NAME")
+    b = benches.add_parser("throughput", parents=[common], help="1,000 zero-length jobs on 100 emulated machines")
+    b.add_argument("--jobs", type=int, default=1000)
+    b.add_argument("--machines", type=int, default=100)
+    b.add_argument("--cpus", type=int, default=8)
+    b = benches.add_parser("autocluster", parents=[common], help="schedd autocluster ids: jobs/s and re-clustering cost")
+    b.add_argument("--jobs", type=int, default=100_000)
+    b.add_argument("--seed", type=int, default=0)
+    for b in benches.choices.values():
+        b.add_argument("--json", action="store_true", help="end with one JSON object")
+        b.set_defaults(fn=cmd_bench)
 
+    from daemons.cli.experiments import EXPERIMENTS
     s = sub.add_parser("experiment", help="scientific runs that write CSV and PNG")
-    s.add_argument("name")
-    s.add_argument("--json", action="store_true")
-    s.set_defaults(fn=cmd_experiment)
+    experiments = s.add_subparsers(dest="name", required=True, metavar="NAME")
+    for name, (help_text, add_args) in EXPERIMENTS.items():
+        e = experiments.add_parser(name, parents=[common], help=help_text)
+        e.add_argument("--json", action="store_true", help="end with one JSON object")
+        e.add_argument("--out", help=f"where CSV and PNG go (default results/{name})")
+        e.add_argument("--seed", type=int, default=0, help="the workload's random seed")
+        e.set_defaults(fn=add_args(e))
     return p
 
 

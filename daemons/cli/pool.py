@@ -50,15 +50,25 @@ class DaemonProc:
         return self.proc is not None and self.proc.poll() is None
 
 
+@dataclass(frozen=True)
+class StartdSpec:
+    """One startd process of a heterogeneous pool: its own configuration and machines."""
+    config_file: Path
+    machines: int = 1
+    host_prefix: str | None = None
+
+
 class LocalPool:
     def __init__(self, state_dir: str | Path, config_file: str | Path | None = None, *,
                  machines: int = 1, startds: int = 1, host_prefix: str | None = None,
                  env: dict[str, str] | None = None, tie_to_parent: bool = True,
-                 roles: tuple[str, ...] = ("collector", "negotiator", "schedd", "startd")) -> None:
+                 roles: tuple[str, ...] = ("collector", "negotiator", "schedd", "startd"),
+                 startd_specs: list[StartdSpec] | None = None) -> None:
         self.state_dir = Path(state_dir).resolve()
         self.config_file = Path(config_file).resolve() if config_file else None
         self.machines = machines
-        self.startds = startds
+        self.startd_specs = list(startd_specs or [])
+        self.startds = len(self.startd_specs) or startds
         self.host_prefix = host_prefix
         self.extra_env = dict(env or {})
         self.tie_to_parent = tie_to_parent
@@ -81,12 +91,14 @@ class LocalPool:
         env.update(self.extra_env)
         return env
 
-    def _spec(self, key: str, role: str, extra_args: list[str] | None = None) -> DaemonProc:
+    def _spec(self, key: str, role: str, extra_args: list[str] | None = None,
+              config_file: Path | None = None) -> DaemonProc:
         addr_file = self.state_dir / "run" / f"{key}.address"
         out = self.state_dir / "log" / f"{key}.out"
         args = [sys.executable, "-m", "daemons.cli.main", "daemon", role, "--address-file", str(addr_file)]
-        if self.config_file:
-            args += ["--config", str(self.config_file)]
+        config = config_file or self.config_file
+        if config:
+            args += ["--config", str(config)]
         args += extra_args or []
         env = self._base_env()
         if self.collector_address and role != "collector":
@@ -129,6 +141,10 @@ class LocalPool:
         return [f"startd{i}" for i in range(1, self.startds + 1)]
 
     def _startd_args(self, index: int) -> list[str]:
+        if self.startd_specs:
+            spec = self.startd_specs[index - 1]
+            return ["--machines", str(spec.machines), "--seed", str(index),
+                    "--host-prefix", spec.host_prefix or f"exec{index}-"]
         args = ["--machines", str(self.machines), "--seed", str(index)]
         if self.startds > 1 or self.host_prefix is not None:
             prefix = self.host_prefix if self.host_prefix is not None else "exec"
@@ -140,6 +156,8 @@ class LocalPool:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         # One check up front: a bad configuration fails here, before any process starts.
         check_config_file(self.config_file, self.state_dir)
+        for spec in self.startd_specs:
+            check_config_file(spec.config_file, self.state_dir)
         deadline = time.monotonic() + timeout_s
         if "collector" in self.roles:
             d = self._spec("collector", "collector")
@@ -152,7 +170,8 @@ class LocalPool:
                 continue
             if role == "startd":
                 for i, key in enumerate(self.startd_keys(), 1):
-                    pending.append(self._spec(key, "startd", self._startd_args(i)))
+                    config = self.startd_specs[i - 1].config_file.resolve() if self.startd_specs else None
+                    pending.append(self._spec(key, "startd", self._startd_args(i), config))
             else:
                 pending.append(self._spec(role, role))
         for d in pending:
@@ -186,7 +205,8 @@ class LocalPool:
         old = self.daemons[key]
         if old.alive():
             raise PoolError(f"{key} is still running")
-        d = self._spec(key, old.role, old.extra_args)
+        config = Path(old.args[old.args.index("--config") + 1]) if "--config" in old.args else None
+        d = self._spec(key, old.role, old.extra_args, config)
         self._launch(d)
         self._await_address(d, time.monotonic() + timeout_s)
         if old.role == "collector" and d.address != self.collector_address:

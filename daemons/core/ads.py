@@ -46,10 +46,29 @@ def parse_expr(text: str, what: str = "expression") -> classad2.ExprTree:
     return classad2.ExprTree(text + "\n")
 
 
+_INTEGER = re.compile(r"^-?\d{1,15}$")
+_EXPR_TEXT_CACHE: dict[str, str] = {}
+_EXPR_TEXT_CACHE_SIZE = 50_000
+
+
 def expr_text(value: classad2.ExprTree | str, what: str = "expression") -> str:
-    """Canonical one-line text of an expression (validated if given as text)."""
-    tree = parse_expr(value, what) if isinstance(value, str) else value
-    return one_line(str(tree))
+    """Canonical one-line text of an expression (validated if given as text).
+
+    Submitting thousands of procs repeats the same texts: results are memoized, and an
+    integer literal is its own canonical text.
+    """
+    if not isinstance(value, str):
+        return one_line(str(value))
+    text = value.strip()
+    if _INTEGER.match(text):
+        return str(int(text))
+    cached = _EXPR_TEXT_CACHE.get(text)
+    if cached is None:
+        cached = one_line(str(parse_expr(text, what)))
+        if len(_EXPR_TEXT_CACHE) >= _EXPR_TEXT_CACHE_SIZE:
+            _EXPR_TEXT_CACHE.clear()
+        _EXPR_TEXT_CACHE[text] = cached
+    return cached
 
 
 def parse_ad(text: str, what: str = "ClassAd") -> classad2.ClassAd:

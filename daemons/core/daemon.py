@@ -34,6 +34,7 @@ class Periodic:
     interval_s: float                  # pool seconds
     fn: Callable[[], Awaitable[Any]]
     wake: asyncio.Event = field(default_factory=asyncio.Event)
+    min_interval_s: float = 0.0        # pool seconds between runs, even when triggered
     task: asyncio.Task | None = None
     runs: int = 0
     failures: int = 0
@@ -86,6 +87,10 @@ class Daemon:
     def own_ads(self) -> list[dict[str, Any]]:
         return [self.base_ad()]
 
+    def advertise_min_interval_s(self) -> float:
+        """Least time between two advertisements when something triggers one early."""
+        return 0.0
+
     def withdraw_keys(self) -> list[tuple[str, list[str]]]:
         """(MyType, names) to invalidate on shutdown."""
         return [(self.my_type, [self.name])]
@@ -128,7 +133,8 @@ class Daemon:
             self.log.warning("first advertisement failed (%s); will retry every %.0f s", describe(e),
                              self.common.update_interval_s)
             first_delay = 0.0
-        self.add_periodic("advertise", self.common.update_interval_s, self.advertise, first_delay_s=first_delay)
+        self.add_periodic("advertise", self.common.update_interval_s, self.advertise, first_delay_s=first_delay,
+                          min_interval_s=self.advertise_min_interval_s())
         self.ready = True
         self.log.info("%s ready; status page %s", self.role, self.status_url)
 
@@ -166,7 +172,7 @@ class Daemon:
 
     # ---- periodic tasks ---------------------------------------------------
     def add_periodic(self, name: str, interval_s: float, fn: Callable[[], Awaitable[Any]],
-                     *, first_delay_s: float = 0.0) -> Periodic:
+                     *, first_delay_s: float = 0.0, min_interval_s: float = 0.0) -> Periodic:
         """Run `fn` every `interval_s` pool seconds, on a schedule anchored to its first run.
 
         Runs are counted from start to start, as HTCondor counts its intervals, so a
@@ -174,7 +180,7 @@ class Daemon:
         """
         if name in self._periodics:
             raise ValueError(f"periodic task {name!r} already exists")
-        p = Periodic(name, max(interval_s, 1e-6), fn)
+        p = Periodic(name, max(interval_s, 1e-6), fn, min_interval_s=min_interval_s)
         self._periodics[name] = p
         p.task = asyncio.create_task(self._run_periodic(p, first_delay_s), name=f"{self.role}:{name}")
         return p
@@ -188,6 +194,9 @@ class Daemon:
         next_run = self.clock.now() + first_delay_s
         while True:
             await self._wait_until(p, next_run)
+            if p.runs and p.min_interval_s:
+                # Triggered early: still keep the minimum spacing (e.g. SCHEDD_MIN_INTERVAL).
+                await self.clock.sleep_until(p.last_run + p.min_interval_s)
             p.wake.clear()
             p.last_run = self.clock.now()
             try:

@@ -24,7 +24,7 @@ from daemons.core.config import Param
 from daemons.core.daemon import Daemon
 from daemons.core.rpc import describe
 from daemons.negotiator.cadence import Cadence
-from daemons.negotiator.matchmaker import Match, Matchmaker, MatchPolicy
+from daemons.negotiator.matchmaker import Match, Matchmaker, MatchPolicy, SlotCache
 from daemons.negotiator.significant import SignificantAttributes
 from daemons.pb.htcpool import common_pb2, negotiator_pb2, negotiator_pb2_grpc, schedd_pb2, schedd_pb2_grpc
 
@@ -77,6 +77,8 @@ class CycleRecord:
     submitters: int = 0
     rescheduled: bool = False
     error: str = ""
+    slot_groups: int = 0     # candidate slots after grouping identical ones
+    evaluations: int = 0     # request-against-slot-group evaluations
     requests: int = 0        # resource request ads received from schedds
     considered: int = 0      # request ads evaluated against the pool (matches + rejections)
     significant: int = 0     # significant attributes sent to schedds
@@ -99,6 +101,7 @@ class NegotiatorDaemon(Daemon):
         self.significant_attrs: list[str] = []
         # Parsed slot ads by their text: an ad that did not change is not parsed again.
         self._parsed: dict[str, classad2.ClassAd] = {}
+        self._slot_cache = SlotCache()
 
     def default_name(self) -> str:
         return self.common.full_hostname
@@ -208,8 +211,10 @@ class NegotiatorDaemon(Daemon):
         rec.significant = len(sig)
         log.info("Phase 3:  Sorting submitter ads by priority ...")
         submitters.sort(key=lambda a: str(ads.get(a, "Name")))
-        mm = Matchmaker.from_ads(slot_ads, self.cfg.policy, rec.start)
-        log.info("Phase 4.1:  Negotiating with schedds ...")
+        mm = Matchmaker.from_ads(slot_ads, self.cfg.policy, rec.start, slot_texts, self._slot_cache)
+        rec.slot_groups = len(mm.groups)
+        log.info("Phase 4.1:  Negotiating with schedds ...  (%d candidate slots in %d groups)", mm.available,
+                 len(mm.groups))
         for sub in submitters:
             name = str(ads.get(sub, "Name"))
             addr = str(ads.get(sub, "ScheddIpAddr"))

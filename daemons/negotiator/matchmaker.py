@@ -4,14 +4,21 @@ For each resource request the matchmaker considers the slots still in play, keep
 those whose Requirements and the request's Requirements both hold (a symmetric
 match), and picks the best by HTCondor's order: NEGOTIATOR_PRE_JOB_RANK, then the
 job's Rank, then NEGOTIATOR_POST_JOB_RANK (each evaluated with the slot as MY and the
-job as TARGET, except the job's Rank, which is the job's own). Without a consumption
-policy a matched slot, partitionable or not, leaves the cycle whole.
-Claimed slots are not candidates: htcpool does not preempt.
+job as TARGET, except the job's Rank, which is the job's own). Ties go to the slot
+first by name. Without a consumption policy a matched slot, partitionable or not,
+leaves the cycle whole. Claimed slots are not candidates: htcpool does not preempt.
+
+Beyond HTCondor (seed 000, "Future Work": cluster machine ads as jobs are clustered):
+candidate slots that differ only in per-instance attributes (Name, SlotID, addresses,
+timestamps: `INSTANCE_ATTRS`) are one group, and a request is evaluated once per group
+instead of once per slot. An instance attribute that any slot expression or policy
+expression refers to stops being ignored for the cycle; a request that refers to one
+(TARGET.Machine == "x") is evaluated slot by slot. The result is the same slot the
+slot-by-slot search picks.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
 import classad2
 
 from daemons.core import ads
@@ -23,16 +30,36 @@ class MatchPolicy:
     post_job_rank: str = ""   # NEGOTIATOR_POST_JOB_RANK
 
 
+# Attributes that tell otherwise identical slots apart without making them match differently.
+INSTANCE_ATTRS = frozenset(a.lower() for a in (
+    "Name", "Machine", "SlotID", "MyAddress", "StartdIpAddr", "ClaimId", "Capability", "PublicClaimId",
+    "LastHeardFrom", "DaemonStartTime", "EnteredCurrentState", "EnteredCurrentActivity",
+    "UpdateSequenceNumber", "KeyboardIdle", "CurrentTime", "MyCurrentTime", "NumDynamicSlots", "ChildCpus",
+    "UidDomain", "FileSystemDomain", "StartdName",
+))
+
+
 @dataclass
 class Candidate:
     name: str
     ad: classad2.ClassAd
     claim_id: str
     order: int
+    text: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.text:
+            self.text = repr(self.ad)
+
+
+@dataclass
+class Group:
+    """Slots that match and rank every request alike; members in name order."""
+    members: list[Candidate]
 
     @property
-    def text(self) -> str:
-        return repr(self.ad)
+    def first(self) -> Candidate:
+        return self.members[0]
 
 
 @dataclass(frozen=True)
@@ -57,21 +84,95 @@ def _rank(value: object) -> float:
     return n if n is not None else 0.0
 
 
+class References:
+    """What expressions refer to, cached by text: (qualifier, name) pairs, qualifier None/'my'/'target'."""
+
+    _EMPTY = classad2.ClassAd()
+
+    def __init__(self) -> None:
+        self._by_text: dict[str, tuple[tuple[str | None, str], ...]] = {}
+
+    def of(self, text: str) -> tuple[tuple[str | None, str], ...]:
+        refs = self._by_text.get(text)
+        if refs is None:
+            try:
+                raw = self._EMPTY.externalRefs(classad2.ExprTree(text + "\n"))
+            except Exception:
+                raw = []
+            out = []
+            for r in raw:
+                if not r:
+                    continue
+                head, dot, rest = r.partition(".")
+                if dot and head.lower() in ("my", "target", "other"):
+                    out.append(("my" if head.lower() == "my" else "target", rest.split(".")[0].split("[")[0]))
+                else:
+                    out.append((None, r.split(".")[0].split("[")[0]))
+            refs = tuple(out)
+            self._by_text[text] = refs
+        return refs
+
+    def machine_side(self, text: str) -> set[str]:
+        """Names that may be slot attributes when the slot is MY (MY.x and bare x)."""
+        return {n.lower() for q, n in self.of(text) if q != "target"}
+
+    def target_side(self, text: str) -> set[str]:
+        """Names that may be slot attributes when the slot is TARGET (TARGET.x and bare x)."""
+        return {n.lower() for q, n in self.of(text) if q != "my"}
+
+
+class SlotCache:
+    """Per slot-ad text: the slot attributes its expressions refer to, and its attributes' texts."""
+
+    def __init__(self) -> None:
+        self.refs = References()
+        self._by_text: dict[str, tuple[frozenset[str], tuple[tuple[str, str], ...]]] = {}
+
+    def analyse(self, text: str, ad: classad2.ClassAd) -> tuple[frozenset[str], tuple[tuple[str, str], ...]]:
+        found = self._by_text.get(text)
+        if found is None:
+            machine_refs: set[str] = set()
+            items = []
+            for k in ad.keys():
+                if k == "CurrentTime":
+                    continue
+                expr = ads.one_line(str(ad.lookup(k)))
+                items.append((k.lower(), expr))
+                if isinstance(ad[k], classad2.ExprTree):
+                    machine_refs |= self.refs.machine_side(expr)
+            found = (frozenset(machine_refs), tuple(sorted(items)))
+            self._by_text[text] = found
+        return found
+
+    def trim(self, live: int) -> None:
+        if len(self._by_text) > 4 * max(1, live) + 1000:
+            self._by_text.clear()  # bounded: slots that changed leave stale entries behind
+
+
 @dataclass
 class Matchmaker:
     policy: MatchPolicy
     now: float
-    candidates: list[Candidate] = field(default_factory=list)
+    groups: list[Group] = field(default_factory=list)
     considered: int = 0
+    evaluations: int = 0          # symmetric matches evaluated (the work grouping saves)
     ignored: dict[str, int] = field(default_factory=dict)
+    instance_attrs: frozenset[str] = INSTANCE_ATTRS
+    refs: References = field(default_factory=References)
     _pre: classad2.ExprTree | None = field(default=None, repr=False)
     _post: classad2.ExprTree | None = field(default=None, repr=False)
+    _slow_requests: dict[tuple[str, str], bool] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def from_ads(cls, slot_ads: list[classad2.ClassAd], policy: MatchPolicy, now: float) -> "Matchmaker":
-        mm = cls(policy, now)
+    def from_ads(cls, slot_ads: list[classad2.ClassAd], policy: MatchPolicy, now: float,
+                 texts: list[str] | None = None, cache: "SlotCache | None" = None) -> "Matchmaker":
+        """`texts` are the ads' texts; a `cache` kept across cycles spares re-analysing unchanged ads."""
+        cache = cache if cache is not None else SlotCache()
+        mm = cls(policy, now, refs=cache.refs)
+        mm._pre = ads.parse_expr(policy.pre_job_rank) if policy.pre_job_rank else None
+        mm._post = ads.parse_expr(policy.post_job_rank) if policy.post_job_rank else None
         named = []
-        for ad in slot_ads:
+        for i, ad in enumerate(slot_ads):
             name = ads.get(ad, "Name")
             if not isinstance(name, str):
                 mm._ignore("no Name")
@@ -83,12 +184,29 @@ class Matchmaker:
             if not isinstance(claim_id, str) or not claim_id:
                 mm._ignore("no claim id")
                 continue
-            ad["CurrentTime"] = int(now)
-            named.append((name, ad, claim_id))
+            named.append((name, ad, claim_id, texts[i] if texts else repr(ad)))
         named.sort(key=lambda t: t[0])
-        mm.candidates = [Candidate(n, a, c, i) for i, (n, a, c) in enumerate(named)]
-        mm._pre = ads.parse_expr(policy.pre_job_rank) if policy.pre_job_rank else None
-        mm._post = ads.parse_expr(policy.post_job_rank) if policy.post_job_rank else None
+        candidates = [Candidate(n, a, c, i, t) for i, (n, a, c, t) in enumerate(named)]
+        # Instance attributes some slot or policy expression looks at must count this cycle.
+        referenced: set[str] = set()
+        for text in (policy.pre_job_rank, policy.post_job_rank):
+            if text:
+                referenced |= mm.refs.machine_side(text)
+        analysed = [cache.analyse(c.text, c.ad) for c in candidates]
+        for machine_refs in {a[0] for a in analysed}:
+            referenced |= machine_refs
+        mm.instance_attrs = frozenset(INSTANCE_ATTRS - referenced)
+        by_key: dict[tuple, Group] = {}
+        for c, (_, items) in zip(candidates, analysed):
+            key = tuple(item for item in items if item[0] not in mm.instance_attrs)
+            g = by_key.get(key)
+            if g is None:
+                by_key[key] = Group([c])
+            else:
+                g.members.append(c)
+            c.ad["CurrentTime"] = int(now)
+        mm.groups = sorted(by_key.values(), key=lambda g: g.first.order)
+        cache.trim(len(candidates))
         return mm
 
     def _ignore(self, why: str) -> None:
@@ -96,26 +214,63 @@ class Matchmaker:
 
     @property
     def available(self) -> int:
-        return len(self.candidates)
+        return sum(len(g.members) for g in self.groups)
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        """Every slot still in play, in name order."""
+        return sorted((c for g in self.groups for c in g.members), key=lambda c: c.order)
+
+    def _request_is_slow(self, request: classad2.ClassAd) -> bool:
+        """True if the request looks at an instance attribute of the slot (TARGET.Name, ...)."""
+        texts = tuple(str(request.lookup(a)) if a in request else "" for a in ("Requirements", "Rank"))
+        key = (texts[0], texts[1])
+        slow = self._slow_requests.get(key)
+        if slow is None:
+            seen: set[str] = set()
+            for t in texts:
+                if t:
+                    seen |= self.refs.target_side(t)
+            slow = bool(seen & self.instance_attrs)
+            self._slow_requests[key] = slow
+        return slow
+
+    def _score(self, request: classad2.ClassAd, job_rank, c: Candidate) -> tuple[float, float, float] | None:
+        self.evaluations += 1
+        if not request.symmetricMatch(c.ad):
+            return None
+        pre = _rank(ads.evaluate(self._pre, c.ad, request)) if self._pre is not None else 0.0
+        rank = _rank(ads.evaluate(job_rank, request, c.ad)) if job_rank is not None else 0.0
+        post = _rank(ads.evaluate(self._post, c.ad, request)) if self._post is not None else 0.0
+        return (pre, rank, post)
 
     def match(self, request: classad2.ClassAd) -> Match | Rejection:
         self.considered += 1
         request["CurrentTime"] = int(self.now)
         job_rank = request.lookup("Rank") if "Rank" in request else None
+        best_group: Group | None = None
         best: Candidate | None = None
-        best_key: tuple[float, float, float, int] | None = None
-        for c in self.candidates:
-            if not request.symmetricMatch(c.ad):
-                continue
-            pre = _rank(ads.evaluate(self._pre, c.ad, request)) if self._pre is not None else 0.0
-            rank = _rank(ads.evaluate(job_rank, request, c.ad)) if job_rank is not None else 0.0
-            post = _rank(ads.evaluate(self._post, c.ad, request)) if self._post is not None else 0.0
-            key = (pre, rank, post, -c.order)
-            if best_key is None or key > best_key:
-                best, best_key = c, key
-        if best is None or best_key is None:
+        best_key: tuple | None = None
+        if self._request_is_slow(request):
+            for g in self.groups:
+                for c in g.members:
+                    score = self._score(request, job_rank, c)
+                    if score is not None and (best_key is None or score + (-c.order,) > best_key):
+                        best_group, best, best_key = g, c, score + (-c.order,)
+        else:
+            for g in self.groups:
+                c = g.first
+                score = self._score(request, job_rank, c)
+                if score is not None and (best_key is None or score + (-c.order,) > best_key):
+                    best_group, best, best_key = g, c, score + (-c.order,)
+        if best is None or best_group is None or best_key is None:
             return Rejection(NO_MATCH)
-        self.candidates.remove(best)
+        best_group.members.remove(best)
+        if not best_group.members:
+            self.groups.remove(best_group)
         addr = ads.get(best.ad, "StartdIpAddr")
         return Match(best.name, best.claim_id, best.text, best_key[:3],
                      addr if isinstance(addr, str) else "<0.0.0.0:0>")
+
+    def groups_summary(self) -> dict[str, int]:
+        return {"slots": self.available, "groups": len(self.groups)}

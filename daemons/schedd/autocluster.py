@@ -269,10 +269,33 @@ class AutoclusterStats:
     samples: list[tuple[float, int, int]] = field(default_factory=list)   # (pool time, autoclusters, idle jobs)
     cost_us: list[float] = field(default_factory=list)                    # mean µs per id, per negotiation
     histogram: list[int] = field(default_factory=lambda: [0] * (len(HISTOGRAM_US) + 1))
+    _cycle: int | None = None
+    _cycle_time: float = 0.0
+    _cycle_acs: set[int] = field(default_factory=set)
+    _cycle_jobs: int = 0
+
+    def note(self, cycle: int, now: float, autoclusters: Iterable[int], jobs: int, assigned: int,
+             seconds: float) -> None:
+        """One submitter's negotiation; a cycle's sample merges all of its submitters."""
+        if cycle != self._cycle:
+            self._flush()
+            self._cycle, self._cycle_time = cycle, now
+        self._cycle_acs.update(autoclusters)
+        self._cycle_jobs += jobs
+        self.record_cost(assigned, seconds)
+
+    def _flush(self) -> None:
+        if self._cycle is not None:
+            self.samples.append((self._cycle_time, len(self._cycle_acs), self._cycle_jobs))
+            del self.samples[:-self.keep]
+        self._cycle, self._cycle_acs, self._cycle_jobs = None, set(), 0
 
     def record(self, now: float, autoclusters: int, jobs: int, assigned: int, seconds: float) -> None:
         self.samples.append((now, autoclusters, jobs))
         del self.samples[:-self.keep]
+        self.record_cost(assigned, seconds)
+
+    def record_cost(self, assigned: int, seconds: float) -> None:
         if assigned:
             us = seconds * 1e6 / assigned
             self.cost_us.append(us)
@@ -288,12 +311,15 @@ class AutoclusterStats:
         return m, math.sqrt(sum((v - m) ** 2 for v in values) / len(values))
 
     def summary(self) -> dict:
-        acs = [float(a) for _, a, _ in self.samples]
-        per = [j / a for _, a, j in self.samples if a]
+        samples = list(self.samples)
+        if self._cycle is not None:  # the cycle in progress counts as far as it has got
+            samples.append((self._cycle_time, len(self._cycle_acs), self._cycle_jobs))
+        acs = [float(a) for _, a, _ in samples]
+        per = [j / a for _, a, j in samples if a]
         m_ac, sd_ac = self._mean_sd(acs)
         m_per, sd_per = self._mean_sd(per)
         m_us, sd_us = self._mean_sd(self.cost_us)
-        last = self.samples[-1] if self.samples else (0.0, 0, 0)
+        last = samples[-1] if samples else (0.0, 0, 0)
         return {
             "active_autoclusters": last[1],
             "idle_jobs": last[2],
@@ -303,5 +329,5 @@ class AutoclusterStats:
             "id_cost_histogram_us": {(f"<={e}" if i < len(HISTOGRAM_US) else f">{HISTOGRAM_US[-1]}"): n
                                      for i, (e, n) in enumerate(zip(HISTOGRAM_US + (HISTOGRAM_US[-1],),
                                                                     self.histogram))},
-            "samples": [{"time": t, "autoclusters": a, "idle_jobs": j} for t, a, j in self.samples[-50:]],
+            "samples": [{"time": t, "autoclusters": a, "idle_jobs": j} for t, a, j in samples[-50:]],
         }

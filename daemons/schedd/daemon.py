@@ -50,6 +50,7 @@ class ScheddConfig:
     default_request_disk: str = "MAX({1024, (TransferInputSizeMB+1) * 1.25}) * 1024"
     default_request_cpus: str = "1"
     autocluster: AutoclusterConfig = field(default_factory=AutoclusterConfig)
+    min_interval_s: float = 5.0               # SCHEDD_MIN_INTERVAL
 
     @property
     def claim_lease_s(self) -> float:
@@ -69,6 +70,7 @@ class ScheddConfig:
             default_request_disk=p.expr("JOB_DEFAULT_REQUESTDISK", cls.default_request_disk) or cls.default_request_disk,
             default_request_cpus=p.expr("JOB_DEFAULT_REQUESTCPUS", "1") or "1",
             autocluster=read_autocluster_config(p),
+            min_interval_s=float(p.int("SCHEDD_MIN_INTERVAL", 5, minimum=0) or 0),
         )
 
 
@@ -149,6 +151,9 @@ class ScheddDaemon(Daemon):
 
     def default_name(self) -> str:
         return self.common.full_hostname
+
+    def advertise_min_interval_s(self) -> float:
+        return self.cfg.min_interval_s
 
     def add_services(self, server: grpc.aio.Server) -> None:
         from daemons.schedd.service import ScheddService
@@ -256,9 +261,10 @@ class ScheddDaemon(Daemon):
         jobs = scheduling.idle_jobs(self.queue, submitter)
         n0, t0 = self.ac.ids_assigned, self.ac.assign_seconds
         requests = scheduling.resource_requests(jobs, self.ac.assign)
-        autoclusters = len({r.autocluster for r in requests})
-        self.ac_stats.record(self.clock.now(), autoclusters, len(jobs), self.ac.ids_assigned - n0,
-                             self.ac.assign_seconds - t0)
+        acs = {r.autocluster for r in requests}
+        autoclusters = len(acs)
+        self.ac_stats.note(cycle, self.clock.now(), acs, len(jobs), self.ac.ids_assigned - n0,
+                           self.ac.assign_seconds - t0)
         session = NegotiationSession(submitter, cycle, requests)
         self.counters["negotiations"] += 1
         self.log.info("Negotiating for %s (cycle %d): %d idle job(s) in %d autocluster(s), %d request(s)",

@@ -47,10 +47,18 @@ class Job:
 
     @property
     def status(self) -> int:
-        try:
-            return int(self.attrs.get("JobStatus", "1"))
-        except ValueError:
-            return IDLE
+        # JobStatus as a number, re-parsed only when its text changes (a hot path).
+        text = self.attrs.get("JobStatus")
+        if text is not self._status_text:
+            self._status_text = text
+            try:
+                self._status = int(text) if text is not None else IDLE
+            except ValueError:
+                self._status = IDLE
+        return self._status
+
+    _status: int = IDLE
+    _status_text: str | None = None
 
     def int_attr(self, name: str, default: int = 0) -> int:
         try:
@@ -96,6 +104,49 @@ class JobQueue:
         self.next_cluster = 1
         self.rounding = {r.attr.lower(): r for r in rounding}
         self._canon: dict[str, str] = {}
+        # submitter -> its jobs, so a negotiation looks only at that submitter's jobs
+        self.by_submitter: dict[str, dict[tuple[int, int], Job]] = {}
+        # submitter -> counts for its ad, kept by every change instead of by rescans
+        self.counts: dict[str, dict[str, int]] = {}
+
+    @staticmethod
+    def _contribution(job: Job) -> tuple[str, int, int] | None:
+        if not job.submitter:
+            return None
+        return (job.submitter, job.status, job.int_attr("RequestCpus", 1))
+
+    def _count(self, c: tuple[str, int, int] | None, sign: int) -> None:
+        if c is None:
+            return
+        submitter, status, cpus = c
+        k = self.counts.setdefault(submitter, {"idle": 0, "running": 0, "held": 0, "weighted_idle": 0,
+                                               "weighted_running": 0, "jobs": 0})
+        k["jobs"] += sign
+        if status == IDLE:
+            k["idle"] += sign
+            k["weighted_idle"] += sign * cpus
+        elif status == RUNNING:
+            k["running"] += sign
+            k["weighted_running"] += sign * cpus
+        elif status == HELD:
+            k["held"] += sign
+        if k["jobs"] == 0:
+            del self.counts[submitter]
+
+    def _set_submitter(self, job: Job, submitter: str) -> None:
+        if job.submitter == submitter:
+            return
+        if job.submitter:
+            mine = self.by_submitter.get(job.submitter)
+            if mine is not None:
+                mine.pop(job.key, None)
+                if not mine:
+                    del self.by_submitter[job.submitter]
+        job.submitter = submitter
+        self.by_submitter.setdefault(submitter, {})[job.key] = job
+
+    def jobs_of(self, submitter: str) -> list[Job]:
+        return list(self.by_submitter.get(submitter, {}).values())
 
     def canonical(self, name: str) -> str:
         """ClassAd names ignore case: every job spells an attribute the way it was first seen."""
@@ -153,9 +204,16 @@ class JobQueue:
             return
         if op.code == txlog.DESTROY:
             del self.jobs[(c, p)]
+            self._count(self._contribution(job), -1)
+            mine = self.by_submitter.get(job.submitter)
+            if mine is not None:
+                mine.pop(job.key, None)
+                if not mine:
+                    del self.by_submitter[job.submitter]
             return
         name = self.canonical(op.name)
         low = name.lower()
+        before = self._contribution(job)
         if op.code == txlog.SET:
             value = op.value
             rule = self.rounding.get(low)
@@ -172,7 +230,11 @@ class JobQueue:
         if job.ac_id is not None and low in job.ac_attrs_lower:
             job.forget_autocluster()
         if low in ("owner", "accountinggroup") or not job.submitter:
-            job.submitter = submitter_of(job.attrs, self.uid_domain)
+            self._set_submitter(job, submitter_of(job.attrs, self.uid_domain))
+        after = self._contribution(job)
+        if after != before:
+            self._count(before, -1)
+            self._count(after, +1)
 
     def state_lines(self) -> list[str]:
         """The whole queue as log lines (for a compacted log)."""
@@ -223,18 +285,4 @@ class JobQueue:
         return (j for j in self.jobs.values() if j.status == status)
 
     def counts_by_submitter(self) -> dict[str, dict[str, int]]:
-        out: dict[str, dict[str, int]] = {}
-        for j in self.jobs.values():
-            c = out.setdefault(j.submitter, {"idle": 0, "running": 0, "held": 0, "weighted_idle": 0,
-                                             "weighted_running": 0})
-            s = j.status
-            cpus = j.int_attr("RequestCpus", 1)
-            if s == IDLE:
-                c["idle"] += 1
-                c["weighted_idle"] += cpus
-            elif s == RUNNING:
-                c["running"] += 1
-                c["weighted_running"] += cpus
-            elif s == HELD:
-                c["held"] += 1
-        return out
+        return {k: {n: v for n, v in c.items() if n != "jobs"} for k, c in self.counts.items()}

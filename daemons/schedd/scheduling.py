@@ -49,8 +49,7 @@ def job_order(job: Job) -> tuple[int, int, int]:
 
 
 def idle_jobs(queue: JobQueue, submitter: str) -> list[Job]:
-    jobs = [j for j in queue.jobs.values()
-            if j.submitter == submitter and j.status == IDLE and not j.reserved]
+    jobs = [j for j in queue.jobs_of(submitter) if j.status == IDLE and not j.reserved]
     jobs.sort(key=job_order)
     return jobs
 

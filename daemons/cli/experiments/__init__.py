@@ -1,0 +1,29 @@
+"""`htcpool experiment NAME`: scientific runs on real pools that write CSV and PNG.
+
+Each experiment registers its arguments here; `run(args)` returns an exit code and,
+with --json, prints one JSON object as its last line.
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Callable
+
+
+def _autocluster(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    p.add_argument("--cycles", type=int, default=4, help="negotiation cycles measured per run (default 4)")
+    p.add_argument("--warmup", type=int, default=0,
+                   help="cycles left out after the one that fills the empty pool (default 0)")
+    p.add_argument("--interval", type=int, default=300, help="NEGOTIATOR_INTERVAL, pool seconds (default 300)")
+    # At 30 even a cycle without autoclustering (a few wall seconds) stays well inside its
+    # 300 s interval, so the figures do not depend on the scale.
+    p.add_argument("--time-scale", type=float, default=30.0, help="pool seconds per wall second (default 30)")
+
+    def run(args: argparse.Namespace) -> int:
+        from daemons.cli.experiments import autocluster
+        return autocluster.run(args)
+    return run
+
+
+EXPERIMENTS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Callable[[argparse.Namespace], int]]]] = {
+    "autocluster": ("seed 000: match fraction with and without autoclustering", _autocluster),
+}

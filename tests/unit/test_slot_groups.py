@@ -1,0 +1,114 @@
+"""Grouped matchmaking picks exactly the slot a slot-by-slot search picks."""
+from __future__ import annotations
+
+import random
+
+import classad2
+
+from daemons.core import ads
+from daemons.negotiator.matchmaker import Match, Matchmaker, MatchPolicy, SlotCache
+
+PRE = "(10000000 * My.Rank) + (1000000 * (RemoteOwner =?= UNDEFINED)) - (100000 * Cpus) - Memory"
+POST = "(RemoteOwner =?= UNDEFINED) * (ifthenElse(isUndefined(KFlops), 1000, Kflops) - SlotID - 1.0e10*(Offline=?=True))"
+
+
+def slot(host: str, slot_id: int, cpus: int, memory: int, start: str = "true", kind: str = "x") -> classad2.ClassAd:
+    return classad2.ClassAd(ads.ad_text({
+        "MyType": "Machine", "Name": f"slot{slot_id}@{host}", "Machine": host, "SlotID": slot_id,
+        "Cpus": cpus, "Memory": memory, "Disk": 10 ** 7, "Kind": kind, "State": "Unclaimed",
+        "Activity": "Idle", "Rank": 0, "KFlops": 1000, "ClaimId": f"c-{slot_id}@{host}",
+        "StartdIpAddr": f"<{host}:1>", "Start": ads.Expr(start),
+        "Requirements": ads.Expr("START && TARGET.RequestCpus <= MY.Cpus && TARGET.RequestMemory <= MY.Memory"),
+    }))
+
+
+def request(cpus: int, memory: int, extra: str = "true", rank: str = "0") -> classad2.ClassAd:
+    return classad2.ClassAd(ads.text_of_exprs({
+        "ClusterId": "1", "ProcId": "0", "RequestCpus": str(cpus), "RequestMemory": str(memory),
+        "Requirements": f"(TARGET.Cpus >= RequestCpus) && (TARGET.Memory >= RequestMemory) && ({extra})",
+        "Rank": rank}))
+
+
+def brute_force(slots: list[classad2.ClassAd], policy: MatchPolicy, req: classad2.ClassAd) -> str | None:
+    """The slot-by-slot search: best (pre, job rank, post), ties to the first name."""
+    pre = classad2.ExprTree(policy.pre_job_rank) if policy.pre_job_rank else None
+    post = classad2.ExprTree(policy.post_job_rank) if policy.post_job_rank else None
+    best, best_key = None, None
+    for i, s in enumerate(sorted(slots, key=lambda a: a.eval("Name"))):
+        if not req.symmetricMatch(s):
+            continue
+        key = (ads.as_number(ads.evaluate(pre, s, req)) or 0.0 if pre else 0.0,
+               ads.as_number(ads.evaluate(req.lookup("Rank"), req, s)) or 0.0,
+               ads.as_number(ads.evaluate(post, s, req)) or 0.0 if post else 0.0, -i)
+        if best_key is None or key > best_key:
+            best, best_key = s, key
+    return best.eval("Name") if best is not None else None
+
+
+def _pool(rng: random.Random) -> list[classad2.ClassAd]:
+    shapes = [(1, 1024, "true", "a"), (4, 8192, "true", "b"), (8, 16384, 'TARGET.Dept =?= "x"', "c"),
+              (2, 2048, "TARGET.RequestMemory <= 1024", "d")]
+    out = []
+    for h in range(rng.randint(3, 12)):
+        cpus, mem, start, kind = rng.choice(shapes)
+        for sid in range(1, rng.randint(1, 4) + 1):
+            out.append(slot(f"host{h:02d}", sid, cpus, mem, start, kind))
+    return out
+
+
+def _requests(rng: random.Random, hosts: list[str]) -> list[classad2.ClassAd]:
+    out = []
+    for _ in range(30):
+        extra = rng.choice(["true", f'TARGET.Machine == "{rng.choice(hosts)}"', 'TARGET.Kind != "a"', "true"])
+        rank = rng.choice(["0", "TARGET.Memory", "-TARGET.Cpus", "TARGET.SlotID"])
+        out.append(request(rng.choice([1, 1, 2, 4, 8]), rng.choice([512, 1024, 2048, 8192]), extra, rank))
+    return out
+
+
+def test_grouped_matching_agrees_with_slot_by_slot_search():
+    for seed in range(25):
+        rng = random.Random(seed)
+        slots = _pool(rng)
+        hosts = sorted({s.eval("Machine") for s in slots})
+        for policy in (MatchPolicy(), MatchPolicy(PRE, POST), MatchPolicy(PRE, "")):
+            mm = Matchmaker.from_ads([classad2.ClassAd(repr(s)) for s in slots], policy, 1000.0)
+            remaining = [classad2.ClassAd(repr(s)) for s in slots]
+            for req in _requests(rng, hosts):
+                expected = brute_force(remaining, policy, classad2.ClassAd(repr(req)))
+                got = mm.match(classad2.ClassAd(repr(req)))
+                assert (got.slot_name if isinstance(got, Match) else None) == expected, (seed, policy)
+                if expected is not None:
+                    remaining = [s for s in remaining if s.eval("Name") != expected]
+
+
+def test_identical_slots_form_one_group_and_one_evaluation_serves_them():
+    slots = [slot(f"h{i}", 1, 4, 8192) for i in range(50)]
+    mm = Matchmaker.from_ads(slots, MatchPolicy(), 1000.0)
+    assert (mm.available, len(mm.groups)) == (50, 1)
+    mm.match(request(1, 1024))
+    assert mm.evaluations == 1
+    assert mm.available == 49
+
+
+def test_a_policy_that_looks_at_slot_id_splits_groups_by_it():
+    slots = [slot(f"h{i}", sid, 1, 1024) for i in range(10) for sid in (1, 2)]
+    assert len(Matchmaker.from_ads(slots, MatchPolicy(), 1000.0).groups) == 1
+    assert len(Matchmaker.from_ads(slots, MatchPolicy(PRE, POST), 1000.0).groups) == 2
+
+
+def test_a_request_naming_a_machine_is_searched_slot_by_slot():
+    slots = [slot(f"h{i}", 1, 4, 8192) for i in range(20)]
+    mm = Matchmaker.from_ads(slots, MatchPolicy(), 1000.0)
+    got = mm.match(request(1, 1024, 'TARGET.Machine == "h13"'))
+    assert isinstance(got, Match) and got.slot_name == "slot1@h13"
+    assert mm.evaluations == 20
+
+
+def test_the_cache_spares_reanalysing_unchanged_slots():
+    cache = SlotCache()
+    slots = [slot(f"h{i}", 1, 4, 8192) for i in range(5)]
+    texts = [repr(s) for s in slots]
+    Matchmaker.from_ads(slots, MatchPolicy(), 1000.0, texts, cache)
+    assert len(cache._by_text) == 5
+    Matchmaker.from_ads([classad2.ClassAd(t) for t in texts], MatchPolicy(), 2000.0, texts, cache)
+    assert len(cache._by_text) == 5
