@@ -94,6 +94,16 @@ async def test_start_expression_makes_a_job_attribute_significant(make_pool):
         groups = await _autoclusters(c)
         assert sorted(sorted(v) for v in groups.values()) == [["1.0", "1.1"], ["2.0", "2.1"]]
         assert status["autoclustering"]["id_cost_us_mean"] > 0
+        assert status["autoclustering"]["active_autoclusters"] >= 1
+        async with aiohttp.ClientSession() as http:
+            async with http.get(pool.daemons["schedd"].info["status_url"] + "/metrics") as r:
+                metrics = await r.text()
+        lines = {line.split(" ")[0]: float(line.split(" ")[1]) for line in metrics.splitlines()
+                 if line and not line.startswith("#")}
+        assert lines["htcpool_schedd_autoclusters"] >= 1
+        assert lines["htcpool_schedd_autocluster_id_microseconds_mean"] > 0
+        histogram = [v for k, v in lines.items() if k.startswith("htcpool_schedd_autocluster_id_cost_jobs{")]
+        assert len(histogram) == 11 and sum(histogram) >= 4
         async def chemistry_rejected():
             idle = await c.jobs("JobStatus == 1")
             return {attr(j, "LastRejMatchReason") for j in idle} == {"no match found"}

@@ -14,6 +14,10 @@ def _autocluster(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], i
     p.add_argument("--warmup", type=int, default=0,
                    help="cycles left out after the one that fills the empty pool (default 0)")
     p.add_argument("--interval", type=int, default=300, help="NEGOTIATOR_INTERVAL, pool seconds (default 300)")
+    p.add_argument("--users", type=int, default=85, help="submitters (default 85, as seed 000)")
+    p.add_argument("--jobs", type=int, default=5831, help="jobs (default 5831, as seed 000)")
+    p.add_argument("--kinds", type=int, default=372, help="job kinds, i.e. autoclusters (default 372, as seed 000)")
+    p.add_argument("--machine-scale", type=float, default=1.0, help="multiply every machine class's size")
     # At 30 even a cycle without autoclustering (a few wall seconds) stays well inside its
     # 300 s interval, so the figures do not depend on the scale.
     p.add_argument("--time-scale", type=float, default=30.0, help="pool seconds per wall second (default 30)")

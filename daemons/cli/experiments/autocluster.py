@@ -34,6 +34,7 @@ import asyncio
 import math
 import random
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -221,9 +222,9 @@ async def _run_mode(mode: str, args: argparse.Namespace, users: list[UserWorkloa
     for mc in MACHINE_CLASSES:
         f = state / f"{mode}-{mc.name}.conf"
         f.write_text(f"include : {base}\n{mc.config}")
-        specs.append(StartdSpec(f, mc.machines, f"{mc.name}-"))
+        specs.append(StartdSpec(f, _scaled(mc.machines, args.machine_scale), f"{mc.name}-"))
     pool = LocalPool(state / mode, base, startd_specs=specs)
-    machines = sum(mc.machines for mc in MACHINE_CLASSES)
+    machines = sum(spec.machines for spec in specs)
     try:
         pool.start(timeout_s=120)
         async with PoolClient(pool.collector_address) as c:
@@ -280,9 +281,17 @@ async def _run_mode(mode: str, args: argparse.Namespace, users: list[UserWorkloa
     }
 
 
+def _scaled(n: int, scale: float) -> int:
+    return max(1, round(n * scale))
+
+
 def run(args: argparse.Namespace) -> int:
     out = out_dir(args.out, "autocluster")
-    users = workload(args.seed)
+    try:
+        users = workload(args.seed, users=args.users, jobs=args.jobs, kinds=args.kinds)
+    except ValueError as e:
+        print(f"htcpool experiment autocluster: {e}", file=sys.stderr)
+        return 2
     state = Path(tempfile.mkdtemp(prefix="htcpool-exp-autocluster-"))
     results: dict[str, dict[str, Any]] = {}
 
@@ -291,8 +300,9 @@ def run(args: argparse.Namespace) -> int:
 
     emit(f"experiment autocluster: {sum(u.jobs for u in users)} jobs, {len(users)} users, "
          f"{sum(u.kinds for u in users)} job kinds; "
-         f"{sum(m.machines for m in MACHINE_CLASSES)} machines in {len(MACHINE_CLASSES)} classes "
-         f"({', '.join(f'{m.machines} {m.name}' for m in MACHINE_CLASSES)}); "
+         f"{sum(_scaled(m.machines, args.machine_scale) for m in MACHINE_CLASSES)} machines in "
+         f"{len(MACHINE_CLASSES)} classes "
+         f"({', '.join(f'{_scaled(m.machines, args.machine_scale)} {m.name}' for m in MACHINE_CLASSES)}); "
          f"{args.cycles} cycles of {args.interval} pool s at TIME_SCALE {args.time_scale:g}, seed {args.seed}")
     try:
         for mode in ("on", "off"):
