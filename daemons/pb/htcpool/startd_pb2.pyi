@@ -1,11 +1,67 @@
 from daemons.pb.htcpool import common_pb2 as _common_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class DrainHow(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DRAIN_HOW_UNSPECIFIED: _ClassVar[DrainHow]
+    GRACEFUL: _ClassVar[DrainHow]
+    QUICK: _ClassVar[DrainHow]
+    FAST: _ClassVar[DrainHow]
+DRAIN_HOW_UNSPECIFIED: DrainHow
+GRACEFUL: DrainHow
+QUICK: DrainHow
+FAST: DrainHow
+
+class DrainJobsRequest(_message.Message):
+    __slots__ = ("machine", "how", "resume_on_completion", "check_expr", "start_expr", "reason", "request_id")
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    HOW_FIELD_NUMBER: _ClassVar[int]
+    RESUME_ON_COMPLETION_FIELD_NUMBER: _ClassVar[int]
+    CHECK_EXPR_FIELD_NUMBER: _ClassVar[int]
+    START_EXPR_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    machine: str
+    how: DrainHow
+    resume_on_completion: bool
+    check_expr: str
+    start_expr: str
+    reason: str
+    request_id: str
+    def __init__(self, machine: _Optional[str] = ..., how: _Optional[_Union[DrainHow, str]] = ..., resume_on_completion: _Optional[bool] = ..., check_expr: _Optional[str] = ..., start_expr: _Optional[str] = ..., reason: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class DrainJobsReply(_message.Message):
+    __slots__ = ("ok", "reason", "request_id")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    reason: str
+    request_id: str
+    def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class CancelDrainJobsRequest(_message.Message):
+    __slots__ = ("machine", "request_id")
+    MACHINE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    machine: str
+    request_id: str
+    def __init__(self, machine: _Optional[str] = ..., request_id: _Optional[str] = ...) -> None: ...
+
+class CancelDrainJobsReply(_message.Message):
+    __slots__ = ("ok", "reason")
+    OK_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ok: bool
+    reason: str
+    def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class RequestClaimRequest(_message.Message):
     __slots__ = ("claim_id", "job_ad", "schedd_name", "schedd_address", "submitter")

@@ -54,6 +54,16 @@ class StartdStub:
                 request_serializer=htcpool_dot_startd__pb2.KeepAliveRequest.SerializeToString,
                 response_deserializer=htcpool_dot_startd__pb2.KeepAliveReply.FromString,
                 _registered_method=True)
+        self.DrainJobs = channel.unary_unary(
+                '/htcpool.v1.Startd/DrainJobs',
+                request_serializer=htcpool_dot_startd__pb2.DrainJobsRequest.SerializeToString,
+                response_deserializer=htcpool_dot_startd__pb2.DrainJobsReply.FromString,
+                _registered_method=True)
+        self.CancelDrainJobs = channel.unary_unary(
+                '/htcpool.v1.Startd/CancelDrainJobs',
+                request_serializer=htcpool_dot_startd__pb2.CancelDrainJobsRequest.SerializeToString,
+                response_deserializer=htcpool_dot_startd__pb2.CancelDrainJobsReply.FromString,
+                _registered_method=True)
 
 
 class StartdServicer:
@@ -89,6 +99,22 @@ class StartdServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DrainJobs(self, request, context):
+        """Drains one emulated machine, like condor_drain: graceful lets jobs finish within
+        their retirement time, quick and fast evict. Refused when the machine is already
+        draining or the check expression is false.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelDrainJobs(self, request, context):
+        """Ends a drain and puts the machine's slots back in service.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_StartdServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -111,6 +137,16 @@ def add_StartdServicer_to_server(servicer, server):
                     servicer.KeepAlive,
                     request_deserializer=htcpool_dot_startd__pb2.KeepAliveRequest.FromString,
                     response_serializer=htcpool_dot_startd__pb2.KeepAliveReply.SerializeToString,
+            ),
+            'DrainJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.DrainJobs,
+                    request_deserializer=htcpool_dot_startd__pb2.DrainJobsRequest.FromString,
+                    response_serializer=htcpool_dot_startd__pb2.DrainJobsReply.SerializeToString,
+            ),
+            'CancelDrainJobs': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelDrainJobs,
+                    request_deserializer=htcpool_dot_startd__pb2.CancelDrainJobsRequest.FromString,
+                    response_serializer=htcpool_dot_startd__pb2.CancelDrainJobsReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -221,6 +257,60 @@ class Startd:
             '/htcpool.v1.Startd/KeepAlive',
             htcpool_dot_startd__pb2.KeepAliveRequest.SerializeToString,
             htcpool_dot_startd__pb2.KeepAliveReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DrainJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/htcpool.v1.Startd/DrainJobs',
+            htcpool_dot_startd__pb2.DrainJobsRequest.SerializeToString,
+            htcpool_dot_startd__pb2.DrainJobsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelDrainJobs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/htcpool.v1.Startd/CancelDrainJobs',
+            htcpool_dot_startd__pb2.CancelDrainJobsRequest.SerializeToString,
+            htcpool_dot_startd__pb2.CancelDrainJobsReply.FromString,
             options,
             channel_credentials,
             insecure,
