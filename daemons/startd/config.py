@@ -4,26 +4,82 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Iterable, Mapping
 
 from daemons.core.config import ConfigError, Param
 
 MAX_SLOT_TYPES = 10
+STANDARD = ("Cpus", "Memory", "Disk")
 
 
 @dataclass(frozen=True)
 class Resources:
+    """Amounts of a machine's resources: the standard three and custom ones (MACHINE_RESOURCE_<name>).
+
+    Memory is in MiB and Disk in KiB, as HTCondor advertises them.
+    """
     cpus: int
-    memory: int  # MiB
-    disk: int    # KiB
+    memory: int
+    disk: int
+    custom: tuple[tuple[str, int], ...] = ()   # (name, amount), sorted by name
+
+    @classmethod
+    def of(cls, amounts: Mapping[str, int]) -> "Resources":
+        lower = {k.lower(): (k, int(v)) for k, v in amounts.items()}
+        custom = tuple(sorted((name, v) for low, (name, v) in lower.items() if low not in ("cpus", "memory", "disk")))
+        return cls(lower.get("cpus", ("", 0))[1], lower.get("memory", ("", 0))[1], lower.get("disk", ("", 0))[1],
+                   custom)
+
+    def as_dict(self) -> dict[str, int]:
+        out = {"Cpus": self.cpus, "Memory": self.memory, "Disk": self.disk}
+        out.update(self.custom)
+        return out
+
+    def get(self, name: str) -> int:
+        for k, v in self.as_dict().items():
+            if k.lower() == name.lower():
+                return v
+        return 0
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return STANDARD + tuple(n for n, _ in self.custom)
+
+    def describe(self) -> str:
+        """'4 cpus, 8192 MiB memory, 1048576 KiB disk, 2 GPUs'"""
+        return ", ".join([f"{self.cpus} cpus", f"{self.memory} MiB memory", f"{self.disk} KiB disk"]
+                         + [f"{v} {k}" for k, v in self.custom])
 
     def fits(self, other: "Resources") -> bool:
-        return self.cpus <= other.cpus and self.memory <= other.memory and self.disk <= other.disk
+        theirs = {k.lower(): v for k, v in other.as_dict().items()}
+        return all(v <= theirs.get(k.lower(), 0) for k, v in self.as_dict().items())
+
+    def _combine(self, other: "Resources", sign: int) -> "Resources":
+        mine = self.as_dict()
+        for k, v in other.as_dict().items():
+            key = next((m for m in mine if m.lower() == k.lower()), k)
+            mine[key] = mine.get(key, 0) + sign * v
+        return Resources.of(mine)
 
     def __sub__(self, other: "Resources") -> "Resources":
-        return Resources(self.cpus - other.cpus, self.memory - other.memory, self.disk - other.disk)
+        return self._combine(other, -1)
 
     def __add__(self, other: "Resources") -> "Resources":
-        return Resources(self.cpus + other.cpus, self.memory + other.memory, self.disk + other.disk)
+        return self._combine(other, +1)
+
+
+# HTCondor's defaults (htcondor2.param): CONSUMPTION_CPUS, CONSUMPTION_MEMORY, CONSUMPTION_DISK.
+DEFAULT_CONSUMPTION = {
+    "Cpus": "quantize(target.RequestCpus,{1})",
+    "Memory": "quantize(target.RequestMemory,{128})",
+    "Disk": "quantize(target.RequestDisk,{1024})",
+}
+
+
+def default_consumption(resource: str) -> str:
+    """A custom resource is consumed as requested (none if the job does not ask)."""
+    return DEFAULT_CONSUMPTION.get(resource, f"ifThenElse(target.Request{resource} is undefined, 0, "
+                                             f"target.Request{resource})")
 
 
 @dataclass(frozen=True)
@@ -32,6 +88,11 @@ class SlotTypeSpec:
     count: int
     partitionable: bool
     size: Resources
+    # Negotiator-side p-slot splitting (seed 001): the slot advertises Consumption<Res>
+    # expressions and NumClaims; the negotiator matches it up to that many times a cycle.
+    consumption_policy: bool = False
+    consumption: tuple[tuple[str, str], ...] = ()
+    num_claims: int = 1
 
 
 @dataclass(frozen=True)
@@ -51,6 +112,8 @@ class StartdConfig:
     claim_partitionable_leftovers: bool = True
     alive_interval_s: float = 300.0          # ALIVE_INTERVAL
     max_claim_alives_missed: int = 6         # MAX_CLAIM_ALIVES_MISSED
+    max_job_retirement_time: str = "0"       # MAXJOBRETIREMENTTIME (an expression; job is TARGET)
+    machine_max_vacate_time: str = "10 * 60"  # MachineMaxVacateTime
     arch: str = "X86_64"
     opsys: str = "LINUX"
     opsys_and_ver: str = "Linux"
@@ -62,6 +125,10 @@ class StartdConfig:
     def claim_lease_s(self) -> float:
         """A claim not kept alive for this long is dropped by the startd."""
         return self.alive_interval_s * self.max_claim_alives_missed
+
+    @property
+    def custom_resources(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.machine.custom)
 
 
 _UNIT = {"": 1, "k": 1, "m": 1, "g": 1024, "t": 1024 * 1024}
@@ -87,45 +154,48 @@ def _amount(text: str, total: int, what: str, unit_scale: dict[str, int] | None 
     return int(value * scale)
 
 
-_RES_NAMES = {"c": "cpus", "cpu": "cpus", "cpus": "cpus",
-              "m": "memory", "mem": "memory", "memory": "memory", "ram": "memory",
-              "d": "disk", "disk": "disk",
+_RES_NAMES = {"c": "Cpus", "cpu": "Cpus", "cpus": "Cpus",
+              "m": "Memory", "mem": "Memory", "memory": "Memory", "ram": "Memory",
+              "d": "Disk", "disk": "Disk",
               "s": "swap", "swap": "swap", "v": "swap", "virtualmemory": "swap"}
 _MEM_UNITS = {"": 1, "k": 1, "m": 1, "g": 1024, "t": 1024 * 1024}  # MiB
 _DISK_UNITS = {"": 1, "k": 1, "m": 1024, "g": 1024 * 1024, "t": 1024 ** 3}  # KiB
 
 
+def _units(resource: str) -> dict[str, int]:
+    return _MEM_UNITS if resource == "Memory" else _DISK_UNITS if resource == "Disk" else _UNIT
+
+
 def parse_slot_type(text: str, machine: Resources, what: str) -> dict[str, int | str]:
-    """HTCondor SLOT_TYPE_<N> syntax -> {cpus, memory, disk} (ints or 'auto')."""
+    """HTCondor SLOT_TYPE_<N> syntax -> {Cpus, Memory, Disk, <custom>...} (ints or 'auto')."""
     t = text.strip()
     if not t:
         raise ConfigError(f"{what} is empty")
+    totals = machine.as_dict()
     if "=" not in t:
         # One share for every resource: "100%", "1/4", "0.25", "auto".
         try:
-            return {
-                "cpus": _amount(t, machine.cpus, "cpus"),
-                "memory": _amount(t, machine.memory, "memory", _MEM_UNITS),
-                "disk": _amount(t, machine.disk, "disk", _DISK_UNITS),
-            }
+            return {r: _amount(t, total, r, _units(r)) for r, total in totals.items()}
         except (ValueError, ZeroDivisionError) as e:
             raise ConfigError(f"{what} = {t!r}: {e}") from None
-    out: dict[str, int | str] = {"cpus": "auto", "memory": "auto", "disk": "auto"}
+    # Resources a slot type does not name: an equal share of what is left ("auto"),
+    # except custom resources, which HTCondor gives a slot only when asked.
+    out: dict[str, int | str] = {r: ("auto" if r in STANDARD else 0) for r in totals}
+    custom = {n.lower(): n for n in totals if n not in STANDARD}
     for part in re.split(r"\s*,\s*", t):
         if not part:
             continue
         if "=" not in part:
             raise ConfigError(f"{what} = {t!r}: expected name=value, got {part!r}")
         name, value = (x.strip() for x in part.split("=", 1))
-        res = _RES_NAMES.get(name.lower())
+        res = _RES_NAMES.get(name.lower()) or custom.get(name.lower())
         if res is None:
-            raise ConfigError(f"{what} = {t!r}: unknown resource {name!r} (cpus, memory, disk, swap)")
+            known = ", ".join(["cpus", "memory", "disk", "swap"] + sorted(custom.values()))
+            raise ConfigError(f"{what} = {t!r}: unknown resource {name!r} ({known})")
         if res == "swap":
             continue
-        total = getattr(machine, res)
-        units = _MEM_UNITS if res == "memory" else _DISK_UNITS if res == "disk" else _UNIT
         try:
-            out[res] = _amount(value, total, res, units)
+            out[res] = _amount(value, totals[res], res, _units(res))
         except (ValueError, ZeroDivisionError) as e:
             raise ConfigError(f"{what} = {t!r}: {e}") from None
     return out
@@ -134,14 +204,24 @@ def parse_slot_type(text: str, machine: Resources, what: str) -> dict[str, int |
 def _resolve_auto(requested: list[tuple[int, dict[str, int | str]]], machine: Resources) -> dict[int, Resources]:
     """Divide what is left of each resource equally among the slots that asked for 'auto'."""
     sizes: dict[int, dict[str, int]] = {}
-    for res in ("cpus", "memory", "disk"):
+    for res, total in machine.as_dict().items():
         fixed = sum(int(spec[res]) * count for count, spec in requested if spec[res] != "auto")
         autos = sum(count for count, spec in requested if spec[res] == "auto")
-        left = getattr(machine, res) - fixed
+        left = total - fixed
         share = left // autos if autos else 0
         for i, (_count, spec) in enumerate(requested):
             sizes.setdefault(i, {})[res] = share if spec[res] == "auto" else int(spec[res])
-    return {i: Resources(**s) for i, s in sizes.items()}
+    return {i: Resources.of(s) for i, s in sizes.items()}
+
+
+def _consumption(p: Param, n: int, resources: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    out = []
+    for r in resources:
+        knob_type = f"SLOT_TYPE_{n}_CONSUMPTION_{r.upper()}"
+        knob = f"CONSUMPTION_{r.upper()}"
+        expr = p.expr(knob_type) or p.expr(knob) or default_consumption(r)
+        out.append((r, expr))
+    return tuple(out)
 
 
 def read_slot_types(p: Param, machine: Resources) -> tuple[SlotTypeSpec, ...]:
@@ -159,30 +239,65 @@ def read_slot_types(p: Param, machine: Resources) -> tuple[SlotTypeSpec, ...]:
     if not requested:
         # HTCondor's default: NUM_SLOTS static slots (NUM_CPUS of them), an equal share each.
         num = p.int("NUM_SLOTS", machine.cpus, minimum=1) or machine.cpus
-        share = Resources(max(1, machine.cpus // num), machine.memory // num, machine.disk // num)
+        share = Resources.of({r: (max(1, v // num) if r == "Cpus" else v // num)
+                              for r, v in machine.as_dict().items()})
         return (SlotTypeSpec(1, num, False, share),)
     sizes = _resolve_auto(requested, machine)
-    types = tuple(SlotTypeSpec(n, count, part, sizes[i]) for i, (n, count, part) in enumerate(meta) if count > 0)
-    used = Resources(0, 0, 0)
+    default_policy = bool(p.bool("CONSUMPTION_POLICY", False))
+    types = []
+    for i, (n, count, part) in enumerate(meta):
+        if count <= 0:
+            continue
+        policy = part and bool(p.bool(f"SLOT_TYPE_{n}_CONSUMPTION_POLICY", default_policy))
+        num_claims = p.int(f"SLOT_TYPE_{n}_NUM_CLAIMS", None, minimum=1)
+        if num_claims is None:
+            num_claims = p.int("NUM_CLAIMS", None, minimum=1)
+        if num_claims is None:
+            # Enough claims to hand out every cpu of the slot one at a time.
+            num_claims = max(1, sizes[i].cpus) if policy else 1
+        types.append(SlotTypeSpec(n, count, part, sizes[i], policy,
+                                  _consumption(p, n, machine.names) if policy else (), num_claims))
+    used = Resources.of({})
     for t in types:
         for _ in range(t.count):
             used = used + t.size
     if not used.fits(machine):
-        raise ConfigError(
-            f"slot types need {used.cpus} cpus, {used.memory} MiB memory, {used.disk} KiB disk; "
-            f"the machine has {machine.cpus}, {machine.memory}, {machine.disk} "
-            "(NUM_CPUS, MEMORY, DISK)")
+        raise ConfigError(f"slot types need {used.describe()}; the machine has {machine.describe()} "
+                          "(NUM_CPUS, MEMORY, DISK, MACHINE_RESOURCE_<name>)")
     if not types:
         raise ConfigError("no slots: every NUM_SLOTS_TYPE_<N> is 0 (set NUM_SLOTS_TYPE_1 = 1)")
-    return types
+    return tuple(types)
+
+
+_RESOURCE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+def read_machine_resources(p: Param) -> dict[str, int]:
+    """MACHINE_RESOURCE_<name> = N (a count) or a list of ids (its length)."""
+    out: dict[str, int] = {}
+    for knob in p.with_prefix("MACHINE_RESOURCE_"):
+        name = knob[len("MACHINE_RESOURCE_"):]
+        if name.upper() in ("NAMES", "INVENTORY") or name.upper().startswith("INVENTORY_"):
+            continue
+        text = p.str(knob)
+        if not text:
+            continue
+        if not _RESOURCE_NAME.match(name) or name.lower() in ("cpus", "memory", "disk", "swap"):
+            raise ConfigError(f"{p.where(knob)}: {knob}: {name!r} cannot name a custom machine resource")
+        if re.fullmatch(r"\d+", text.strip()):
+            out[name] = int(text)
+        else:
+            ids = [x for x in re.split(r"[,\s]+", text.strip()) if x]
+            out[name] = len(ids)
+    return out
 
 
 def read_startd_config(p: Param) -> StartdConfig:
-    machine = Resources(
-        cpus=p.int("NUM_CPUS", 8, minimum=1) or 8,
-        memory=p.int("MEMORY", 16384, minimum=1) or 16384,
-        disk=p.int("DISK", 104857600, minimum=1) or 104857600,
-    )
+    amounts = {"Cpus": p.int("NUM_CPUS", 8, minimum=1) or 8,
+               "Memory": p.int("MEMORY", 16384, minimum=1) or 16384,
+               "Disk": p.int("DISK", 104857600, minimum=1) or 104857600}
+    amounts.update(read_machine_resources(p))
+    machine = Resources.of(amounts)
     attrs: list[tuple[str, str]] = []
     for knob in ("STARTD_ATTRS", "STARTD_EXPRS"):
         for name in p.list(knob):
@@ -197,6 +312,10 @@ def read_startd_config(p: Param) -> StartdConfig:
     for attr in ("RequestCpus", "RequestMemory", "RequestDisk"):
         knob = f"MODIFY_REQUEST_EXPR_{attr.upper()}"
         modify.append((attr, p.expr(knob, defaults[attr]) or defaults[attr]))
+    for r in machine.names[3:]:
+        knob = f"MODIFY_REQUEST_EXPR_REQUEST{r.upper()}"
+        if p.is_set(knob):
+            modify.append((f"Request{r}", p.expr(knob) or f"Request{r}"))
     return StartdConfig(
         machine=machine,
         slot_types=read_slot_types(p, machine),
@@ -209,6 +328,8 @@ def read_startd_config(p: Param) -> StartdConfig:
         claim_partitionable_leftovers=bool(p.bool("CLAIM_PARTITIONABLE_LEFTOVERS", True)),
         alive_interval_s=float(p.int("ALIVE_INTERVAL", 300, minimum=1) or 300),
         max_claim_alives_missed=p.int("MAX_CLAIM_ALIVES_MISSED", 6, minimum=1) or 6,
+        max_job_retirement_time=p.expr("MAXJOBRETIREMENTTIME", "0") or "0",
+        machine_max_vacate_time=p.expr("MachineMaxVacateTime", "10 * 60") or "10 * 60",
         arch=p.str("ARCH", "X86_64") or "X86_64",
         opsys=p.str("OPSYS", "LINUX") or "LINUX",
         opsys_and_ver=p.str("OPSYSANDVER", "Linux") or "Linux",

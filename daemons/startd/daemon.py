@@ -21,6 +21,7 @@ from daemons.core.daemon import Daemon
 from daemons.core.rpc import describe
 from daemons.pb.htcpool import schedd_pb2, schedd_pb2_grpc, startd_pb2_grpc
 from daemons.startd.config import StartdConfig
+from daemons.startd.drain import DrainError, cancel_drain, check_drained, idle_claims, start_drain
 from daemons.startd.service import StartdService
 from daemons.startd.slots import ClaimOutcome, JobEvent, Startd
 
@@ -61,6 +62,7 @@ class StartdDaemon(Daemon):
         self._event_task: asyncio.Task | None = None
         self.jobs_started = 0
         self.jobs_finished = 0
+        self.jobs_evicted = 0
         self.claims_granted = 0
         self.claims_refused = 0
 
@@ -92,14 +94,15 @@ class StartdDaemon(Daemon):
 
     # ---- operations (called by the service) -------------------------------
     def request_claim(self, capability: str, job_ad: classad2.ClassAd, schedd_name: str,
-                      schedd_address: str, submitter: str) -> ClaimOutcome:
+                      schedd_address: str, submitter: str, decided: dict[str, int] | None = None) -> ClaimOutcome:
         assert self.model is not None
         found = self.model.find_capability(capability)
         if found is None:
             self.claims_refused += 1
             return ClaimOutcome(False, "unknown claim id: the slot was claimed or changed since the match")
         machine, slot = found
-        out = machine.request_claim(slot, job_ad, schedd_name, schedd_address, submitter, self.clock.now())
+        out = machine.request_claim(slot, job_ad, schedd_name, schedd_address, submitter, self.clock.now(),
+                                    decided or None)
         if out.ok:
             self.claims_granted += 1
             self.log.info("%s: claimed by %s for %s", out.slot_name, schedd_name, submitter)
@@ -139,7 +142,82 @@ class StartdDaemon(Daemon):
             self.jobs_finished += 1
             self.log.info("%s: job %s exited", ev.slot_name, ev.job_id)
             self._queue_event(ev)
+        if machine.drain is not None:
+            # A draining machine starts nothing new: the claim goes with its job.
+            self._cancel_timer(f"evict:{claim_id}")
+            machine.release(slot, self.clock.now(), "machine draining")
+            self._drain_progress(machine)
         self._changed()
+
+    # ---- draining -------------------------------------------------------------
+    def _machine(self, host: str):
+        assert self.model is not None
+        m = self.model.machines.get(host)
+        if m is None:
+            known = ", ".join(sorted(self.model.machines)[:5])
+            raise DrainError("not_found", f"no machine {host!r} in this startd (it emulates {known}"
+                                          f"{' ...' if len(self.model.machines) > 5 else ''})")
+        return m
+
+    def drain(self, host: str, how: str, resume: bool, check_expr: str, start_expr: str, reason: str,
+              request_id: str) -> str:
+        machine = self._machine(host)
+        now = self.clock.now()
+        state, evictions = start_drain(machine, how, resume, check_expr, start_expr, reason, request_id, now)
+        self.log.info("%s: draining (%s, request %s%s): %s", host, how, state.request_id,
+                      ", resume on completion" if resume else "", state.reason)
+        for s in idle_claims(machine):
+            machine.release(s, now, "machine draining")
+        for e in evictions:
+            slot = machine.slots[e.slot]
+            assert slot.claim is not None
+            cid = slot.claim.id
+            self._timers[f"evict:{cid}"] = self.clock.call_at(e.at, lambda cid=cid: self._evict(cid))
+        self._drain_progress(machine)
+        self._changed()
+        return state.request_id
+
+    def cancel_drain(self, host: str, request_id: str) -> None:
+        machine = self._machine(host)
+        vacating = {s.claim.id for s in machine.slots.values() if s.claim is not None and s.activity == "Vacating"}
+        d = cancel_drain(machine, request_id, self.clock.now())
+        for s in machine.slots.values():
+            if s.claim is not None and s.claim.id not in vacating:
+                self._cancel_timer(f"evict:{s.claim.id}")
+        self.log.info("%s: drain %s cancelled", host, d.request_id)
+        self._changed()
+
+    def _cancel_timer(self, key: str) -> None:
+        t = self._timers.pop(key, None)
+        if t is not None:
+            t.cancel()
+
+    def _evict(self, claim_id: str) -> None:
+        """A drain's deadline for a job: it is evicted and returns to its schedd's queue."""
+        self._timers.pop(f"evict:{claim_id}", None)
+        assert self.model is not None
+        found = self.model.find_claim(claim_id)
+        if found is None:
+            return
+        machine, slot = found
+        self._cancel_timer(claim_id)
+        how = machine.drain.how if machine.drain is not None else "quick"
+        ev = machine.release(slot, self.clock.now(), f"evicted by a {how} drain of {machine.host}")
+        if ev is not None:
+            self.jobs_evicted += 1
+            self.log.info("%s: job %s evicted (%s drain)", ev.slot_name, ev.job_id, how)
+            self._queue_event(ev)
+        self._drain_progress(machine)
+        self._changed()
+
+    def _drain_progress(self, machine) -> None:
+        if check_drained(machine, self.clock.now()):
+            d = machine.drain
+            assert d is not None
+            self.log.info("%s: drained after %.0f s", machine.host, self.clock.now() - d.started)
+            if d.resume_on_completion:
+                cancel_drain(machine, "", self.clock.now())
+                self.log.info("%s: back in service (resume on completion)", machine.host)
 
     def release(self, claim_ids: list[str], reason: str) -> int:
         assert self.model is not None
@@ -150,12 +228,12 @@ class StartdDaemon(Daemon):
             if found is None:
                 continue
             machine, slot = found
-            t = self._timers.pop(cid, None)
-            if t is not None:
-                t.cancel()
+            self._cancel_timer(cid)
+            self._cancel_timer(f"evict:{cid}")
             name = machine.name_of(slot)
             machine.release(slot, now, reason)
             self.log.info("%s: claim released (%s)", name, reason)
+            self._drain_progress(machine)
             n += 1
         if n:
             self._changed()
@@ -169,11 +247,12 @@ class StartdDaemon(Daemon):
         assert self.model is not None
         events = self.model.expire_leases(self.clock.now())
         for ev in events:
-            t = self._timers.pop(ev.claim_id, None)
-            if t is not None:
-                t.cancel()
+            self._cancel_timer(ev.claim_id)
+            self._cancel_timer(f"evict:{ev.claim_id}")
             self.log.info("%s: %s", ev.slot_name, ev.reason)
             self._queue_event(ev)
+        for m in self.model.machines.values():
+            self._drain_progress(m)
         if events:
             self._changed()
 
@@ -293,6 +372,8 @@ class StartdDaemon(Daemon):
             "slots": self.model.counts() if self.model else {},
             "jobs_started": self.jobs_started,
             "jobs_finished": self.jobs_finished,
+            "jobs_evicted": self.jobs_evicted,
+            "draining": sorted(h for h, m in self.model.machines.items() if m.drain is not None) if self.model else [],
             "claims_granted": self.claims_granted,
             "claims_refused": self.claims_refused,
             "pending_events": len(self._events),
@@ -306,6 +387,9 @@ class StartdDaemon(Daemon):
             "slots": {(("state", k),): float(v) for k, v in (self.model.counts() if self.model else {}).items()},
             "jobs_started_total": float(self.jobs_started),
             "jobs_finished_total": float(self.jobs_finished),
+            "jobs_evicted_total": float(self.jobs_evicted),
+            "machines_draining": float(sum(m.drain is not None for m in self.model.machines.values())
+                                       if self.model else 0),
             "claims_granted_total": float(self.claims_granted),
             "claims_refused_total": float(self.claims_refused),
             "pending_job_events": float(len(self._events)),

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from daemons.core import ads
+from daemons.startd.drain import DrainError
 from daemons.pb.htcpool import common_pb2
 from daemons.pb.htcpool import startd_pb2 as pb
 from daemons.pb.htcpool import startd_pb2_grpc as pb_grpc
@@ -28,7 +29,7 @@ class StartdService(pb_grpc.StartdServicer):
                            context: grpc.aio.ServicerContext) -> pb.RequestClaimReply:
         job_ad = await self._job_ad(request.job_ad.text, context)
         out = self.d.request_claim(request.claim_id, job_ad, request.schedd_name,
-                                   request.schedd_address, request.submitter)
+                                   request.schedd_address, request.submitter, dict(request.resources))
         reply = pb.RequestClaimReply(ok=out.ok, reason=out.reason, claim_id=out.claim_id)
         if out.slot_ad is not None:
             reply.slot_ad.CopyFrom(common_pb2.ClassAd(text=ads.ad_text(out.slot_ad)))
@@ -52,3 +53,32 @@ class StartdService(pb_grpc.StartdServicer):
                         context: grpc.aio.ServicerContext) -> pb.KeepAliveReply:
         unknown = self.d.keepalive(list(request.claim_ids), request.schedd_address)
         return pb.KeepAliveReply(unknown_claim_ids=unknown)
+
+    async def DrainJobs(self, request: pb.DrainJobsRequest, context: grpc.aio.ServicerContext) -> pb.DrainJobsReply:
+        how = {pb.DRAIN_HOW_UNSPECIFIED: "graceful", pb.GRACEFUL: "graceful", pb.QUICK: "quick",
+               pb.FAST: "fast"}.get(request.how)
+        if how is None:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"unknown drain schedule {request.how}")
+        try:
+            request_id = self.d.drain(request.machine, how, request.resume_on_completion, request.check_expr,
+                                      request.start_expr, request.reason, request.request_id)
+        except DrainError as e:
+            await context.abort(_DRAIN_STATUS[e.code], str(e))
+        return pb.DrainJobsReply(ok=True, request_id=request_id)
+
+    async def CancelDrainJobs(self, request: pb.CancelDrainJobsRequest,
+                              context: grpc.aio.ServicerContext) -> pb.CancelDrainJobsReply:
+        try:
+            self.d.cancel_drain(request.machine, request.request_id)
+        except DrainError as e:
+            await context.abort(_DRAIN_STATUS[e.code], str(e))
+        return pb.CancelDrainJobsReply(ok=True)
+
+
+_DRAIN_STATUS = {
+    "not_found": grpc.StatusCode.NOT_FOUND,
+    "already": grpc.StatusCode.FAILED_PRECONDITION,
+    "not_draining": grpc.StatusCode.FAILED_PRECONDITION,
+    "check_failed": grpc.StatusCode.FAILED_PRECONDITION,
+    "bad_expression": grpc.StatusCode.INVALID_ARGUMENT,
+}

@@ -9,10 +9,16 @@ HTCondor behaviour followed here:
   carved from slotN is slotN_K with K the lowest free sub-id;
 - a partitionable slot stays Unclaimed/Idle and advertises what is left; its
   Requirements is START && (WithinResourceLimits), a static slot's is START;
-- a dynamic slot's size is the job's request after MODIFY_REQUEST_EXPR_* (cpus to
-  1, memory to 128 MB, disk to 1024 KB by default);
+- a dynamic slot's size is, in order of precedence: what the negotiator decided
+  (negotiator-side splitting with a consumption policy, seed 001), the slot's
+  Consumption<Res> expressions, or the job's request after MODIFY_REQUEST_EXPR_*
+  (cpus to 1, memory to 128 MB, disk to 1024 KB by default);
 - with CLAIM_PARTITIONABLE_LEFTOVERS the claim reply carries the leftover p-slot ad
-  and a claim id the schedd may use at once for another job.
+  and a claim id the schedd may use at once for another job;
+- custom machine resources (MACHINE_RESOURCE_<name>) are advertised as <name>,
+  TotalSlot<name>, Total<name> and Detected<name>, requested as Request<name>, and
+  checked by WithinResourceLimits.
+Draining is in daemons/startd/drain.py.
 """
 from __future__ import annotations
 
@@ -20,22 +26,31 @@ import random
 import re
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import classad2
 
 from daemons.core import ads
 from daemons.core.ads import Expr
-from daemons.startd.config import Resources, StartdConfig
+from daemons.startd.config import STANDARD, Resources, SlotTypeSpec, StartdConfig
+
+if TYPE_CHECKING:
+    from daemons.startd.drain import DrainState
 
 # Slot states and activities, as HTCondor names them (condor_state.cpp).
 OWNER, UNCLAIMED, MATCHED, CLAIMED, PREEMPTING, DRAINED = (
     "Owner", "Unclaimed", "Matched", "Claimed", "Preempting", "Drained")
 IDLE, BUSY, RETIRING, VACATING = "Idle", "Busy", "Retiring", "Vacating"
 
+# Reqexp.cpp, STARTD_JOB_HAS_REQUEST_ATTRS (the default).
 WITHIN_RESOURCE_LIMITS = (
     "(MY.Cpus > 0 && TARGET.RequestCpus <= MY.Cpus && MY.Memory > 0 && "
     "TARGET.RequestMemory <= MY.Memory && MY.Disk > 0 && TARGET.RequestDisk <= MY.Disk)")
+
+
+def within_resource_limits(custom: tuple[str, ...]) -> str:
+    clauses = "".join(f" && (TARGET.Request{r} is undefined || MY.{r} >= TARGET.Request{r})" for r in custom)
+    return WITHIN_RESOURCE_LIMITS[:-1] + clauses + ")"
 
 
 class SlotKind(Enum):
@@ -56,6 +71,7 @@ class Claim:
     job_ad: classad2.ClassAd | None = None
     job_start: float = 0.0
     job_end: float = 0.0
+    evict_at: float = 0.0       # a drain's eviction time for the job, if it will not finish first
 
 
 @dataclass
@@ -63,7 +79,7 @@ class Slot:
     slot_id: int
     sub_id: int            # 0 unless dynamic
     kind: SlotKind
-    type_id: int
+    spec: SlotTypeSpec
     size: Resources        # what the slot was given
     free: Resources        # a p-slot's remainder; otherwise equal to size
     state: str
@@ -73,6 +89,10 @@ class Slot:
     capability: str = ""   # the claim id a match carries (p-slot, unclaimed static slot)
     claim: Claim | None = None
     children: set[int] = field(default_factory=set)
+
+    @property
+    def type_id(self) -> int:
+        return self.spec.type_id
 
     @property
     def short_name(self) -> str:
@@ -165,13 +185,15 @@ class Machine:
         self.deleted: list[str] = []   # names of deleted dynamic slots not yet invalidated
         self.dirty = True
         self.started = now
+        self.drain: DrainState | None = None
+        self.total_drains = 0
+        self._wrl = cfg.within_resource_limits or within_resource_limits(cfg.custom_resources)
         slot_id = 0
         for t in cfg.slot_types:
             for _ in range(t.count):
                 slot_id += 1
                 kind = SlotKind.PARTITIONABLE if t.partitionable else SlotKind.STATIC
-                s = Slot(slot_id, 0, kind, t.type_id, t.size, t.size, UNCLAIMED, IDLE, now, now,
-                         capability=ids.next())
+                s = Slot(slot_id, 0, kind, t, t.size, t.size, UNCLAIMED, IDLE, now, now, capability=ids.next())
                 self.slots[s.short_name] = s
                 self.registry[s.capability] = (self, s.short_name)
 
@@ -182,6 +204,10 @@ class Machine:
     def slot_ad(self, s: Slot, now: float, *, for_eval: bool = False) -> dict[str, Any]:
         cfg, m = self.cfg, self.cfg.machine
         partitioned = s.kind is not SlotKind.STATIC
+        start: str = cfg.start
+        if self.drain is not None:
+            # A draining machine starts nothing new, unless the drain's start expression says so.
+            start = self.drain.start_expr or "False"
         a: dict[str, Any] = {
             "MyType": "Machine",
             "Name": self.name_of(s),
@@ -189,25 +215,14 @@ class Machine:
             "SlotID": s.slot_id,
             "SlotTypeID": -s.type_id if s.kind is SlotKind.DYNAMIC else s.type_id,
             "SlotType": s.kind.value,
-            "Cpus": s.free.cpus,
-            "Memory": s.free.memory,
-            "Disk": s.free.disk,
-            "TotalSlotCpus": s.size.cpus,
-            "TotalSlotMemory": s.size.memory,
-            "TotalSlotDisk": s.size.disk,
-            "TotalCpus": m.cpus,
-            "TotalMemory": m.memory,
-            "TotalDisk": m.disk,
-            "DetectedCpus": m.cpus,
-            "DetectedMemory": m.memory,
             "State": s.state,
             "Activity": s.activity,
             "EnteredCurrentState": int(s.entered_state),
             "EnteredCurrentActivity": int(s.entered_activity),
-            "Start": Expr(cfg.start),
+            "Start": Expr(start),
             "Rank": Expr(cfg.rank),
             "SlotWeight": Expr(cfg.slot_weight),
-            "WithinResourceLimits": Expr(cfg.within_resource_limits or WITHIN_RESOURCE_LIMITS),
+            "WithinResourceLimits": Expr(self._wrl),
             "Requirements": Expr("START && (WithinResourceLimits)" if partitioned else "START"),
             "Arch": cfg.arch,
             "OpSys": cfg.opsys,
@@ -217,9 +232,9 @@ class Machine:
             "HasFileTransfer": True,
             "StartdIpAddr": f"<{self.address}>",
             "MyAddress": f"<{self.address}>",
-            "MachineResources": "Cpus Memory Disk Swap",
-            "LoadAvg": float(s.size.cpus) if s.activity == BUSY else 0.0,
-            "CondorLoadAvg": float(s.size.cpus) if s.activity == BUSY else 0.0,
+            "MachineResources": " ".join(("Cpus", "Memory", "Disk", "Swap") + cfg.custom_resources),
+            "LoadAvg": float(s.size.cpus) if s.activity in (BUSY, RETIRING) and s.claim else 0.0,
+            "CondorLoadAvg": float(s.size.cpus) if s.activity in (BUSY, RETIRING) and s.claim else 0.0,
             # An emulated machine has no console user: its keyboard has been idle for a week.
             "KeyboardIdle": 7 * 86400,
             # What a real startd's benchmarks would advertise (policy expressions use them).
@@ -227,11 +242,28 @@ class Machine:
             "Mips": 10_000,
             "CurrentRank": 0.0,
             "DaemonStartTime": int(self.started),
+            "MaxJobRetirementTime": Expr(cfg.max_job_retirement_time),
+            "MachineMaxVacateTime": Expr(cfg.machine_max_vacate_time),
         }
+        for name, amount in s.free.as_dict().items():
+            a[name] = amount
+        for name, amount in s.size.as_dict().items():
+            a[f"TotalSlot{name}"] = amount
+        for name, amount in m.as_dict().items():
+            a[f"Total{name}"] = amount
+            a[f"Detected{name}"] = amount
         if s.kind is SlotKind.PARTITIONABLE:
             a["PartitionableSlot"] = True
             a["NumDynamicSlots"] = len(s.children)
             a["ChildCpus"] = [self.slots[f"slot{s.slot_id}_{c}"].size.cpus for c in sorted(s.children)]
+            if s.spec.consumption_policy:
+                a["ConsumptionPolicy"] = True
+                a["NumClaims"] = s.spec.num_claims
+                for res, expr in s.spec.consumption:
+                    a[f"Consumption{res}"] = Expr(expr)
+                # What the job would consume must fit (HTCondor's per-asset consumption clauses).
+                a["WithinResourceLimits"] = Expr("(" + " && ".join(
+                    f"MY.Consumption{res} <= MY.{res}" for res, _ in s.spec.consumption) + ")")
         if s.kind is SlotKind.DYNAMIC:
             a["DynamicSlot"] = True
             a["ParentSlotId"] = s.slot_id
@@ -249,30 +281,57 @@ class Machine:
                 a["JobId"] = c.job_id
                 a["GlobalJobId"] = f"{c.schedd_name}#{c.job_id}"
                 a["JobStart"] = int(c.job_start)
-                group = ads.get(c.job_ad, "AccountingGroup") if c.job_ad is not None else None
-                if isinstance(group, str):
-                    a["AccountingGroup"] = group
+                if c.job_ad is not None:
+                    for attr in ("AccountingGroup", "ConcurrencyLimits"):
+                        v = ads.get(c.job_ad, attr)
+                        if isinstance(v, str):
+                            a[attr] = v
         for name, expr in cfg.startd_attrs:
             a[name] = Expr(expr)
+        if self.drain is not None:
+            from daemons.startd.drain import drain_attrs
+            a.update(drain_attrs(self, now))
+        else:
+            a["Draining"] = False
         if for_eval:
+            # Ads built to evaluate a policy leave out the drain forecast, which itself
+            # evaluates policy expressions against the slot.
             a["CurrentTime"] = int(now)
+        else:
+            from daemons.startd.drain import expected_draining
+            a.update(expected_draining(self, now))
         return a
 
     def classad(self, s: Slot, now: float) -> classad2.ClassAd:
         return classad2.ClassAd(ads.ad_text(self.slot_ad(s, now, for_eval=True)))
 
+    def evaluate(self, expr: str, s: Slot, job_ad: classad2.ClassAd | None, now: float) -> Any:
+        """An expression with the slot as MY and the job as TARGET."""
+        slot_ad = self.classad(s, now)
+        return ads.evaluate(ads.parse_expr(expr), slot_ad, job_ad) if job_ad is not None else \
+            ads.evaluate(ads.parse_expr(expr), slot_ad)
+
     # ---- claims ------------------------------------------------------------
     def request_claim(self, slot: Slot, job_ad: classad2.ClassAd, schedd_name: str, schedd_address: str,
-                      submitter: str, now: float) -> ClaimOutcome:
+                      submitter: str, now: float, decided: dict[str, int] | None = None) -> ClaimOutcome:
+        """Claim `slot` for a job; `decided` is what a negotiator-side split consumes."""
+        if self.drain is not None:
+            return ClaimOutcome(False, f"{self.host} is draining ({self.drain.reason})")
         if slot.kind is SlotKind.DYNAMIC:
             return ClaimOutcome(False, f"{self.name_of(slot)} is a dynamic slot and is already claimed")
         if slot.state != UNCLAIMED:
             return ClaimOutcome(False, f"{self.name_of(slot)} is {slot.state}/{slot.activity}, not Unclaimed")
         job_ad["CurrentTime"] = int(now)
         slot_ad = self.classad(slot, now)
-        # classad2's a.matches(b) evaluates b's Requirements against a: this asks
-        # whether the slot's Requirements (START, WithinResourceLimits) accept the job.
-        if not job_ad.matches(slot_ad):
+        if decided:
+            # The negotiator already fitted the split to its copy of the slot; the sizes are
+            # checked against what is free below. START must still accept the job.
+            accepted = ads.is_true(ads.evaluate(slot_ad.lookup("Start"), slot_ad, job_ad))
+        else:
+            # classad2's a.matches(b) evaluates b's Requirements against a: this asks whether
+            # the slot's Requirements (START, WithinResourceLimits) accept the job.
+            accepted = job_ad.matches(slot_ad)
+        if not accepted:
             return ClaimOutcome(False, f"{self.name_of(slot)}: the slot's Requirements (START) reject the job")
         if slot.kind is SlotKind.STATIC:
             claim = Claim(self.ids.next(), schedd_name, schedd_address, submitter, now, now)
@@ -284,18 +343,24 @@ class Machine:
             self.dirty = True
             return ClaimOutcome(True, claim_id=claim.id, slot_name=self.name_of(slot),
                                 slot_ad=self.slot_ad(slot, now))
-        size = self._dynamic_size(job_ad, slot_ad)
+        if decided:
+            size = self._decided_size(decided)
+        elif slot.spec.consumption_policy:
+            size = self._consumed(slot, job_ad, slot_ad)
+        else:
+            size = self._dynamic_size(job_ad, slot_ad)
         if isinstance(size, str):
             return ClaimOutcome(False, f"{self.name_of(slot)}: {size}")
         if not size.fits(slot.free):
-            return ClaimOutcome(False, f"{self.name_of(slot)}: insufficient resources "
-                                       f"(want {size.cpus} cpus/{size.memory} MB/{size.disk} KB, "
-                                       f"{slot.free.cpus}/{slot.free.memory}/{slot.free.disk} left)")
+            want = f"{size.cpus} cpus/{size.memory} MB/{size.disk} KB" + "".join(f"/{v} {k}" for k, v in size.custom)
+            left = f"{slot.free.cpus}/{slot.free.memory}/{slot.free.disk}" + "".join(
+                f"/{v}" for _, v in slot.free.custom)
+            return ClaimOutcome(False, f"{self.name_of(slot)}: insufficient resources (want {want}, {left} left)")
         sub_id = 1
         while sub_id in slot.children:
             sub_id += 1
         claim = Claim(self.ids.next(), schedd_name, schedd_address, submitter, now, now)
-        d = Slot(slot.slot_id, sub_id, SlotKind.DYNAMIC, slot.type_id, size, size, CLAIMED, IDLE, now, now,
+        d = Slot(slot.slot_id, sub_id, SlotKind.DYNAMIC, slot.spec, size, size, CLAIMED, IDLE, now, now,
                  claim=claim)
         slot.children.add(sub_id)
         slot.free = slot.free - size
@@ -310,6 +375,25 @@ class Machine:
             out.leftover_claim_id = slot.capability
         return out
 
+    def _decided_size(self, decided: dict[str, int]) -> Resources | str:
+        lower = {k.lower(): v for k, v in decided.items()}
+        unknown = [k for k in lower if k not in {n.lower() for n in self.cfg.machine.names}]
+        if unknown:
+            return f"the negotiator's split names unknown resources: {', '.join(unknown)}"
+        if any(v < 0 for v in lower.values()):
+            return "the negotiator's split has a negative amount"
+        return Resources.of({n: lower.get(n.lower(), 0) for n in self.cfg.machine.names})
+
+    def _consumed(self, slot: Slot, job_ad: classad2.ClassAd, slot_ad: classad2.ClassAd) -> Resources | str:
+        """A consumption policy's split: Consumption<Res> with the slot as MY, the job as TARGET."""
+        amounts: dict[str, int] = {}
+        for res, expr in slot.spec.consumption:
+            v = ads.as_number(ads.evaluate(ads.parse_expr(expr), slot_ad, job_ad))
+            if v is None:
+                return f"Consumption{res} = {expr} does not evaluate to a number for this job"
+            amounts[res] = int(-(-v // 1))
+        return Resources.of(amounts)
+
     def _dynamic_size(self, job_ad: classad2.ClassAd, slot_ad: classad2.ClassAd) -> Resources | str:
         values: dict[str, int] = {}
         for attr, expr in self.cfg.modify_request_exprs:
@@ -318,14 +402,21 @@ class Machine:
                 v = ads.as_number(ads.get(job_ad, attr))
             if v is None:
                 return f"the job's {attr} does not evaluate to a number"
-            values[attr] = int(-(-v // 1))  # round up to whole units
-        return Resources(max(1, values["RequestCpus"]), max(1, values["RequestMemory"]),
-                         max(1, values["RequestDisk"]))
+            values[attr[len("Request"):]] = int(-(-v // 1))
+        for r in self.cfg.custom_resources:
+            if r not in values:
+                v = ads.as_number(ads.get(job_ad, f"Request{r}"))
+                values[r] = int(-(-v // 1)) if v is not None else 0
+        return Resources.of({"Cpus": max(1, values["Cpus"]), "Memory": max(1, values["Memory"]),
+                             "Disk": max(1, values["Disk"]),
+                             **{r: max(0, values[r]) for r in self.cfg.custom_resources}})
 
     def activate(self, slot: Slot, job_ad: classad2.ClassAd, now: float) -> tuple[bool, str, float]:
         c = slot.claim
         if c is None:
             return False, f"{self.name_of(slot)} has no claim", 0.0
+        if self.drain is not None:
+            return False, f"{self.host} is draining ({self.drain.reason}): no new jobs", 0.0
         if slot.activity == BUSY:
             return False, f"{self.name_of(slot)} is already running job {c.job_id}", 0.0
         cluster = ads.get(job_ad, "ClusterId")
@@ -334,6 +425,7 @@ class Machine:
         c.job_ad = job_ad
         c.job_start = now
         c.job_end = now + job_duration(job_ad)
+        c.evict_at = 0.0
         c.last_alive = now
         slot.set_state(CLAIMED, BUSY, now)
         self.dirty = True
@@ -342,7 +434,7 @@ class Machine:
     def finish_job(self, slot: Slot, now: float) -> JobEvent | None:
         """The job on `slot` reached its end: the claim stays, the slot goes idle."""
         c = slot.claim
-        if c is None or slot.activity != BUSY:
+        if c is None or slot.activity not in (BUSY, RETIRING):
             return None
         ev = JobEvent("exited", c.id, c.job_id, self.name_of(slot), c.schedd_address, now, job_start=c.job_start)
         self._clear_job(slot, now)
@@ -353,7 +445,7 @@ class Machine:
         if c is not None:
             c.job_id = ""
             c.job_ad = None
-            c.job_start = c.job_end = 0.0
+            c.job_start = c.job_end = c.evict_at = 0.0
         slot.set_state(CLAIMED, IDLE, now)
         self.dirty = True
 
@@ -366,7 +458,7 @@ class Machine:
         if lost:
             event = JobEvent("claim_lost", c.id, c.job_id, self.name_of(slot), c.schedd_address, now, reason,
                              c.job_start)
-        elif slot.activity == BUSY:
+        elif slot.activity in (BUSY, RETIRING, VACATING):
             event = JobEvent("evicted", c.id, c.job_id, self.name_of(slot), c.schedd_address, now, reason,
                              c.job_start)
         slot.claim = None
@@ -381,8 +473,12 @@ class Machine:
         else:
             slot.capability = self.ids.next()
             self.registry[slot.capability] = (self, slot.short_name)
-            slot.set_state(UNCLAIMED, IDLE, now)
+            slot.set_state(DRAINED if self.drain is not None else UNCLAIMED,
+                           RETIRING if self.drain is not None else IDLE, now)
         return event
+
+    def running(self) -> list[Slot]:
+        return [s for s in self.slots.values() if s.claim is not None and s.claim.job_id]
 
     def all_ads(self, now: float) -> list[dict[str, Any]]:
         return [self.slot_ad(s, now) for s in self.slots.values()]
@@ -453,3 +549,6 @@ class Startd:
                 out[k] = out.get(k, 0) + 1
         return out
 
+
+__all__ = ["Machine", "Startd", "Slot", "SlotKind", "Claim", "ClaimOutcome", "JobEvent", "job_duration",
+           "STANDARD"]

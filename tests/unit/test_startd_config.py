@@ -10,29 +10,29 @@ EIGHT = Resources(cpus=8, memory=16384, disk=1048576)
 
 
 def test_hundred_percent_is_the_whole_machine():
-    assert parse_slot_type("100%", TEN, "SLOT_TYPE_1") == {"cpus": 10, "memory": 16384, "disk": 1048576}
+    assert parse_slot_type("100%", TEN, "SLOT_TYPE_1") == {"Cpus": 10, "Memory": 16384, "Disk": 1048576}
 
 
 def test_named_amounts_leave_the_rest_auto():
     assert parse_slot_type("cpus=4, mem=1024", TEN, "SLOT_TYPE_1") == {
-        "cpus": 4, "memory": 1024, "disk": "auto"}
+        "Cpus": 4, "Memory": 1024, "Disk": "auto"}
 
 
 def test_memory_and_disk_units():
     assert parse_slot_type("c=1, m=2g, d=1g", TEN, "SLOT_TYPE_1") == {
-        "cpus": 1, "memory": 2048, "disk": 1048576}
+        "Cpus": 1, "Memory": 2048, "Disk": 1048576}
 
 
 def test_fraction_applies_to_every_resource():
-    assert parse_slot_type("1/4", EIGHT, "SLOT_TYPE_1") == {"cpus": 2, "memory": 4096, "disk": 262144}
+    assert parse_slot_type("1/4", EIGHT, "SLOT_TYPE_1") == {"Cpus": 2, "Memory": 4096, "Disk": 262144}
 
 
 def test_percentage_applies_to_every_resource():
-    assert parse_slot_type("25%", EIGHT, "SLOT_TYPE_1") == {"cpus": 2, "memory": 4096, "disk": 262144}
+    assert parse_slot_type("25%", EIGHT, "SLOT_TYPE_1") == {"Cpus": 2, "Memory": 4096, "Disk": 262144}
 
 
 def test_auto_alone():
-    assert parse_slot_type("auto", TEN, "SLOT_TYPE_1") == {"cpus": "auto", "memory": "auto", "disk": "auto"}
+    assert parse_slot_type("auto", TEN, "SLOT_TYPE_1") == {"Cpus": "auto", "Memory": "auto", "Disk": "auto"}
 
 
 def test_unknown_resource_name_is_an_error():

@@ -132,14 +132,23 @@ class SendRequests(_message.Message):
     def __init__(self, max_requests: _Optional[int] = ...) -> None: ...
 
 class MatchFound(_message.Message):
-    __slots__ = ("request_id", "claim_id", "slot_ad")
+    __slots__ = ("request_id", "claim_id", "slot_ad", "consumed")
+    class ConsumedEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
     SLOT_AD_FIELD_NUMBER: _ClassVar[int]
+    CONSUMED_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     claim_id: str
     slot_ad: _common_pb2.ClassAd
-    def __init__(self, request_id: _Optional[str] = ..., claim_id: _Optional[str] = ..., slot_ad: _Optional[_Union[_common_pb2.ClassAd, _Mapping]] = ...) -> None: ...
+    consumed: _containers.ScalarMap[str, int]
+    def __init__(self, request_id: _Optional[str] = ..., claim_id: _Optional[str] = ..., slot_ad: _Optional[_Union[_common_pb2.ClassAd, _Mapping]] = ..., consumed: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class RequestRejected(_message.Message):
     __slots__ = ("request_id", "reason")

@@ -64,18 +64,27 @@ class CancelDrainJobsReply(_message.Message):
     def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class RequestClaimRequest(_message.Message):
-    __slots__ = ("claim_id", "job_ad", "schedd_name", "schedd_address", "submitter")
+    __slots__ = ("claim_id", "job_ad", "schedd_name", "schedd_address", "submitter", "resources")
+    class ResourcesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_AD_FIELD_NUMBER: _ClassVar[int]
     SCHEDD_NAME_FIELD_NUMBER: _ClassVar[int]
     SCHEDD_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     SUBMITTER_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
     claim_id: str
     job_ad: _common_pb2.ClassAd
     schedd_name: str
     schedd_address: str
     submitter: str
-    def __init__(self, claim_id: _Optional[str] = ..., job_ad: _Optional[_Union[_common_pb2.ClassAd, _Mapping]] = ..., schedd_name: _Optional[str] = ..., schedd_address: _Optional[str] = ..., submitter: _Optional[str] = ...) -> None: ...
+    resources: _containers.ScalarMap[str, int]
+    def __init__(self, claim_id: _Optional[str] = ..., job_ad: _Optional[_Union[_common_pb2.ClassAd, _Mapping]] = ..., schedd_name: _Optional[str] = ..., schedd_address: _Optional[str] = ..., submitter: _Optional[str] = ..., resources: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class RequestClaimReply(_message.Message):
     __slots__ = ("ok", "reason", "claim_id", "slot_ad", "leftover_ad", "leftover_claim_id")
