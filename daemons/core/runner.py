@@ -31,7 +31,7 @@ def build_daemon(role: str, param: configmod.Param, *, name: str | None = None, 
         return CollectorDaemon(common, CollectorConfig.from_param(param))
     if role == "negotiator":
         from daemons.negotiator.daemon import NegotiatorConfig, NegotiatorDaemon
-        return NegotiatorDaemon(common, NegotiatorConfig.from_param(param))
+        return NegotiatorDaemon(common, NegotiatorConfig.from_param(param, common.spool_dir))
     if role == "schedd":
         from daemons.schedd.daemon import ScheddConfig, ScheddDaemon
         return ScheddDaemon(common, ScheddConfig.from_param(param, common.spool_dir))

@@ -1,17 +1,26 @@
-"""The negotiator daemon: negotiation cycles on HTCondor's cadence.
+"""The negotiator daemon: negotiation cycles on HTCondor's cadence, with fair share.
 
-Each cycle: slot and submitter ads from the collector (Phase 1), then for each
-submitter a negotiation session with its schedd over a bidirectional stream: the
-schedd sends resource requests in batches of NEGOTIATOR_RESOURCE_REQUEST_LIST_SIZE,
-the negotiator answers each with matches (claim id + slot ad) or a rejection.
+A cycle (matchmaker.cpp negotiationTime):
+- Phase 1: slot ads (NEGOTIATOR_SLOT_CONSTRAINT) and submitter ads from the collector;
+- Phase 2: accounting: priorities age, usage is rebuilt from the claimed slots, the
+  pool's summed slot weight is the pie; significant attributes;
+- Phase 3/4: with GROUP_NAMES, allocation rounds over the group tree (groups.py), each
+  group negotiated in GROUP_SORT_EXPR order up to its allocation; without groups, one
+  group of everybody. Within a group, "pie spins": submitters in ascending effective
+  priority, each up to its share of the pie (fairshare.py), repeated while progress is
+  made. Each submitter is a session with its schedd over a bidirectional stream.
 The log uses HTCondor's NegotiatorLog wording so runs can be compared line by line.
 """
 from __future__ import annotations
 
 import asyncio
+import json
+import math
+import os
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import classad2
@@ -20,10 +29,13 @@ import grpc
 from daemons.core import ads
 from daemons.core.clock import PoolClock
 from daemons.core.common import CommonConfig
-from daemons.core.config import Param
+from daemons.core.config import ConfigError, Param
 from daemons.core.daemon import Daemon
 from daemons.core.rpc import describe
+from daemons.negotiator import groups as hgq
+from daemons.negotiator.accountant import Accountant, AccountantConfig, parse_limits
 from daemons.negotiator.cadence import Cadence
+from daemons.negotiator.fairshare import submitter_limits
 from daemons.negotiator.matchmaker import Match, Matchmaker, MatchPolicy, SlotCache
 from daemons.negotiator.significant import SignificantAttributes
 from daemons.pb.htcpool import common_pb2, negotiator_pb2, negotiator_pb2_grpc, schedd_pb2, schedd_pb2_grpc
@@ -39,10 +51,41 @@ class NegotiatorConfig:
     # Policy expressions whose references are significant (HTCondor's compute_significant_attrs).
     preemption_requirements: str = ""     # PREEMPTION_REQUIREMENTS
     preemption_rank: str = ""             # PREEMPTION_RANK
-    job_constraint: str = ""              # NEGOTIATOR_JOB_CONSTRAINT
+    job_constraint: str = ""              # NEGOTIATOR_JOB_CONSTRAINT (the schedd offers only such jobs)
+    slot_constraint: str = ""             # NEGOTIATOR_SLOT_CONSTRAINT (other slots are never fetched)
+    depth_first: bool = False             # NEGOTIATOR_DEPTH_FIRST
+    use_slot_weights: bool = True         # NEGOTIATOR_USE_SLOT_WEIGHTS
+    accountant: AccountantConfig = field(default_factory=AccountantConfig)
+    groups: hgq.GroupsConfig = field(default_factory=hgq.GroupsConfig)
+    accountant_file: Path | None = None   # ACCOUNTANT_DATABASE_FILE (JSON here)
+    problems: tuple[str, ...] = ()        # configuration problems reported every cycle, not fatal
 
     @classmethod
-    def from_param(cls, p: Param) -> "NegotiatorConfig":
+    def from_param(cls, p: Param, spool: Path | None = None) -> "NegotiatorConfig":
+        groups, problems = hgq.read_groups(p)
+        limits, scoped = [], []
+        for knob in p.names():
+            up = knob.upper()
+            if up.endswith("_LIMIT") and not up.startswith(("CONCURRENCY_LIMIT_DEFAULT", "NEGOTIATOR_")):
+                try:
+                    v = p.float(knob)
+                except ConfigError as e:
+                    problems.append(str(e))
+                    continue
+                if v is not None and p.is_set(knob):
+                    limits.append((knob[:-len("_LIMIT")].lower(), v))
+            elif up.startswith("CONCURRENCY_LIMIT_DEFAULT_"):
+                v = p.float(knob)
+                if v is not None:
+                    scoped.append((knob[len("CONCURRENCY_LIMIT_DEFAULT_"):].lower(), v))
+        group_factors = []
+        for spec in groups.groups:
+            f = p.float(f"GROUP_PRIO_FACTOR_{spec.name}")
+            if f is not None:
+                group_factors.append((spec.name, f))
+        db = p.str("ACCOUNTANT_DATABASE_FILE")
+        acct_file = Path(db).with_suffix(".json") if db and db != "/spool/Accountantnew.log" else (
+            (spool / "Accountant.json") if spool else None)
         return cls(
             cadence=Cadence(
                 interval_s=float(p.int("NEGOTIATOR_INTERVAL", 60, minimum=1) or 60),
@@ -57,6 +100,20 @@ class NegotiatorConfig:
             preemption_requirements=p.expr("PREEMPTION_REQUIREMENTS", "") or "",
             preemption_rank=p.expr("PREEMPTION_RANK", "") or "",
             job_constraint=p.expr("NEGOTIATOR_JOB_CONSTRAINT", "") or "",
+            slot_constraint=p.expr("NEGOTIATOR_SLOT_CONSTRAINT", "") or "",
+            depth_first=bool(p.bool("NEGOTIATOR_DEPTH_FIRST", False)),
+            use_slot_weights=bool(p.bool("NEGOTIATOR_USE_SLOT_WEIGHTS", True)),
+            accountant=AccountantConfig(
+                halflife_s=p.float("PRIORITY_HALFLIFE", 86400.0, positive=True) or 86400.0,
+                default_factor=p.float("DEFAULT_PRIO_FACTOR", 1000.0, minimum=1.0) or 1000.0,
+                use_slot_weights=bool(p.bool("NEGOTIATOR_USE_SLOT_WEIGHTS", True)),
+                group_factors=tuple(group_factors),
+                concurrency_default=p.float("CONCURRENCY_LIMIT_DEFAULT", 2308032.0, minimum=0) or 2308032.0,
+                concurrency_limits=tuple(limits),
+                concurrency_scoped_defaults=tuple(scoped)),
+            groups=groups,
+            accountant_file=acct_file,
+            problems=tuple(problems),
         )
 
     def policy_exprs(self) -> list[str]:
@@ -78,10 +135,24 @@ class CycleRecord:
     rescheduled: bool = False
     error: str = ""
     slot_groups: int = 0     # candidate slots after grouping identical ones
-    evaluations: int = 0     # request-against-slot-group evaluations
     requests: int = 0        # resource request ads received from schedds
     considered: int = 0      # request ads evaluated against the pool (matches + rejections)
     significant: int = 0     # significant attributes sent to schedds
+    pool_weight: float = 0.0  # the pie: summed slot weights
+    order: list[str] = field(default_factory=list)   # "group/submitter" in negotiation order
+
+
+@dataclass
+class Session:
+    """One submitter's negotiation within a spin."""
+    name: str
+    address: str
+    group: hgq.Group | None
+    ancestry: list[str]
+    limit: float
+    used: float = 0.0
+    limited: bool = False     # stopped or rejected by the submitter limit
+    matches: int = 0
 
 
 class NegotiatorDaemon(Daemon):
@@ -102,6 +173,9 @@ class NegotiatorDaemon(Daemon):
         # Parsed slot ads by their text: an ad that did not change is not parsed again.
         self._parsed: dict[str, classad2.ClassAd] = {}
         self._slot_cache = SlotCache()
+        self.accountant = self._load_accountant()
+        self.last_limits: dict[str, tuple[float, float]] = {}   # submitter -> (share, limit)
+        self.last_quotas: dict[str, float] = {}
 
     def default_name(self) -> str:
         return self.common.full_hostname
@@ -109,10 +183,43 @@ class NegotiatorDaemon(Daemon):
     def add_services(self, server: grpc.aio.Server) -> None:
         negotiator_pb2_grpc.add_NegotiatorServicer_to_server(_NegotiatorService(self), server)
 
+    # ---- accountant persistence -------------------------------------------------
+    def _load_accountant(self) -> Accountant:
+        path = self.cfg.accountant_file
+        if path is not None and path.exists():
+            try:
+                return Accountant.from_state(self.cfg.accountant, json.loads(path.read_text()))
+            except (ValueError, TypeError) as e:
+                self.log.warning("accountant state %s unreadable (%s); starting afresh", path, e)
+        return Accountant(self.cfg.accountant)
+
+    async def _save_accountant(self) -> None:
+        path = self.cfg.accountant_file
+        if path is None:
+            return
+        state = json.dumps(self.accountant.to_state())
+
+        def write() -> None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            with open(tmp, "w") as f:
+                f.write(state)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        await asyncio.to_thread(write)
+
     async def on_start(self) -> None:
         c = self.cfg.cadence
         self.log.info("NEGOTIATOR_INTERVAL %.0f s, NEGOTIATOR_MIN_INTERVAL %.0f s, NEGOTIATOR_CYCLE_DELAY %.0f s",
                       c.interval_s, c.min_interval_s, c.cycle_delay_s)
+        for problem in self.cfg.problems:
+            self.log.error("configuration: %s", problem)
+        if self.cfg.groups.enabled:
+            self.log.info("group quotas: %s", ", ".join(
+                f"{g.name} ({'static ' if g.static else 'dynamic '}{g.config_quota:g}"
+                f"{', accept surplus' if g.accept_surplus else ''}{', autoregroup' if g.autoregroup else ''})"
+                for g in self.cfg.groups.groups))
         self._loop_task = asyncio.create_task(self._cycle_loop(), name="negotiator:cycles")
 
     async def on_close(self) -> None:
@@ -122,6 +229,7 @@ class NegotiatorDaemon(Daemon):
                 await self._loop_task
             except (asyncio.CancelledError, Exception):
                 pass
+        await self._save_accountant()
 
     def reschedule(self) -> int:
         self._reschedule.set()
@@ -177,15 +285,21 @@ class NegotiatorDaemon(Daemon):
         log.info("---------- Finished Negotiation Cycle ----------")
         log.info("Cycle %d: %d match(es), %d rejection(s), %d slot(s), %d submitter(s), %.3f s (%.3f s wall)",
                  rec.cycle, rec.matches, rec.rejections, rec.slots, rec.submitters, rec.duration, rec.wall_duration)
+        try:
+            await self._save_accountant()
+        except OSError as e:
+            log.warning("could not save the accountant's state: %s", e)
         self.trigger("advertise")
         return rec
 
+    # ---- a cycle ---------------------------------------------------------------------
     async def _negotiate(self, rec: CycleRecord) -> None:
         assert self.collector is not None
         log = self.log
         log.info("Phase 1:  Obtaining ads from collector ...")
         slot_texts, submitter_texts = await asyncio.gather(
-            self.collector.query("Machine", include_private=True, give_up_after_s=5.0),
+            self.collector.query("Machine", constraint=self.cfg.slot_constraint, include_private=True,
+                                 give_up_after_s=5.0),
             self.collector.query("Submitter", give_up_after_s=5.0))
         slot_ads = [self._parse_slot(t) for t in slot_texts]
         if len(self._parsed) > 2 * len(slot_texts) + 100:
@@ -202,42 +316,230 @@ class NegotiatorDaemon(Daemon):
         rec.slots, rec.submitters = len(slot_ads), len(submitters)
         log.info("Got ads: %d public and %d private", len(slot_texts) + len(submitter_texts), len(slot_texts))
         log.info("Public ads include %d submitter, %d startd", len(submitters), len(slot_ads))
+
         log.info("Phase 2:  Performing accounting ...")
+        for problem in self.cfg.problems:
+            log.error("configuration: %s", problem)
+        tree = hgq.build_tree(self.cfg.groups) if self.cfg.groups.enabled else None
+        groups_by_name = {g.name.lower(): g for g in tree[1]} if tree else {}
+        self.accountant.update_priorities(rec.start)
+        pool_weight, min_weight, claimed = 0.0, math.inf, []
+        for ad in slot_ads:
+            w = self._slot_weight(ad)
+            pool_weight += w
+            min_weight = min(min_weight, w) if w > 0 else min_weight
+            if ads.get(ad, "State") in ("Claimed", "Preempting"):
+                owner = ads.get(ad, "RemoteOwner")
+                if isinstance(owner, str) and owner:
+                    limits = ads.get(ad, "ConcurrencyLimits")
+                    claimed.append((owner, self._groups_of(owner, groups_by_name), w,
+                                    limits if isinstance(limits, str) else ""))
+        self.accountant.check_matches(claimed)
+        rec.pool_weight = pool_weight
         sig = self.significant.compute(list(zip(slot_ads, slot_texts)), self.cfg.policy_exprs(),
                                        self.cfg.job_constraint)
         if sig != self.significant_attrs:
             log.info("Significant attributes: %s", ",".join(sig))
             self.significant_attrs = sig
         rec.significant = len(sig)
-        log.info("Phase 3:  Sorting submitter ads by priority ...")
-        submitters.sort(key=lambda a: str(ads.get(a, "Name")))
-        mm = Matchmaker.from_ads(slot_ads, self.cfg.policy, rec.start, slot_texts, self._slot_cache)
+        mm = Matchmaker.from_ads(slot_ads, self.cfg.policy, rec.start, slot_texts, self._slot_cache,
+                                 use_slot_weights=self.cfg.use_slot_weights)
         rec.slot_groups = len(mm.groups)
-        log.info("Phase 4.1:  Negotiating with schedds ...  (%d candidate slots in %d groups)", mm.available,
-                 len(mm.groups))
-        for sub in submitters:
-            name = str(ads.get(sub, "Name"))
-            addr = str(ads.get(sub, "ScheddIpAddr"))
-            if (ads.as_number(ads.get(sub, "IdleJobs")) or 0) <= 0:
-                continue
-            if mm.available == 0:
-                log.info("Halting negotiation: no slots available to match (preemption disabled)")
-                break
-            log.info("  Negotiating with %s at %s", name, addr)
-            try:
-                await self._negotiate_with(name, addr.strip("<>"), mm, rec)
-            except grpc.aio.AioRpcError as e:
-                log.warning("  Negotiation with %s at %s failed: %s", name, addr, describe(e))
+        min_weight = min_weight if math.isfinite(min_weight) else 1.0
+        self.last_limits, self.last_quotas = {}, {}
+        if tree is None:
+            await self._negotiate_group(None, submitters, math.inf, pool_weight, min_weight, mm, rec, {})
+        else:
+            await self._negotiate_groups(tree, submitters, pool_weight, min_weight, mm, rec)
+        for slot, problem in mm.errors.items():
+            log.error("slot %s: %s", slot, problem)
 
-    async def _negotiate_with(self, submitter: str, address: str, mm: Matchmaker, rec: CycleRecord) -> None:
-        stub = schedd_pb2_grpc.ScheddStub(self.channels.get(address))
+    def _slot_weight(self, ad: classad2.ClassAd) -> float:
+        if not self.cfg.use_slot_weights:
+            return 1.0
+        w = ads.as_number(ads.evaluate(ad.lookup("SlotWeight"), ad)) if "SlotWeight" in ad else None
+        if w is None:
+            w = ads.as_number(ads.get(ad, "Cpus"))  # HTCondor's default SLOT_WEIGHT
+        return w if w is not None and w >= 0 else 1.0
+
+    def _groups_of(self, submitter: str, groups_by_name: dict[str, hgq.Group]) -> list[str]:
+        """The accounting groups a submitter's usage counts against (its group and those above)."""
+        if not groups_by_name:
+            return []
+        g = hgq.group_of(submitter, groups_by_name)
+        return [hgq.ROOT] if g.name == hgq.ROOT else g.ancestry()
+
+    # ---- groups ----------------------------------------------------------------------
+    async def _negotiate_groups(self, tree: tuple[hgq.Group, list[hgq.Group]], submitters: list[classad2.ClassAd],
+                                pool_weight: float, min_weight: float, mm: Matchmaker, rec: CycleRecord) -> None:
+        """HTCondor's hierarchical group quotas (GroupEntry::hgq_negotiate_with_all_groups)."""
+        log = self.log
+        gcfg = self.cfg.groups
+        root, order = tree
+        by_name = {g.name.lower(): g for g in order}
+        members: dict[str, list[classad2.ClassAd]] = {g.name: [] for g in order}
+        log.info("group quotas: assigning %d submitters to accounting groups", len(submitters))
+        for ad in submitters:
+            name = str(ads.get(ad, "Name"))
+            g = hgq.group_of(name, by_name)
+            members[g.name].append(ad)
+            demand_keys = ("WeightedIdleJobs", "WeightedRunningJobs") if gcfg.weighted_demand else ("IdleJobs",
+                                                                                                   "RunningJobs")
+            g.requested += sum(ads.as_number(ads.get(ad, k)) or 0.0 for k in demand_keys)
+        if root.autoregroup:
+            for g in order[1:]:
+                if g.autoregroup and members[g.name]:
+                    members[root.name].extend(members[g.name])
+                    log.info("group quotas: autoregroup mode: appended %d submitters to group %s negotiation",
+                             len(members[g.name]), root.name)
+        log.info("group quotas: assigning group quotas from %g available%s slots", pool_weight,
+                 " weighted" if self.cfg.use_slot_weights else "")
+        hgq.assign_quotas(root, pool_weight, gcfg.allow_oversubscription)
+        for g in order:
+            g.usage = self.accountant.weighted_used(g.name)
+            self.last_quotas[g.name] = g.quota
+            log.info("group quotas: group= %s  cquota= %g  static= %d  accept= %d  quota= %g  req= %g  usage= %g",
+                     g.name, g.config_quota, int(g.static), int(g.accept_surplus), g.quota, g.requested, g.usage)
+        sort_expr = ads.parse_expr(gcfg.sort_expr, "GROUP_SORT_EXPR")
+        for round_ in range(1, gcfg.max_rounds + 1):
+            log.info("group quotas: allocation round %d", round_)
+            for g in order:
+                g.allocated = 0.0
+            surplus = hgq.fairshare(root)
+            if root.autoregroup:
+                root.quota = root.allocated = pool_weight
+            accept_any = any(g.accept_surplus for g in order[1:])
+            maxdelta = max((max(0.0, (g.allocated if accept_any else g.quota) - g.usage) for g in order),
+                           default=0.0)
+            log.info("group quotas: groups= %d  requesting= %d  allocated= %g  surplus= %g  maxdelta= %g",
+                     len(order), sum(1 for g in order if g.requested + g.allocated > 0),
+                     sum(g.allocated for g in order), surplus, maxdelta)
+            for g in order:
+                v = ads.as_number(ads.evaluate(sort_expr, classad2.ClassAd(ads.ad_text(hgq.group_sort_ad(g)))))
+                g.sort_key = v if v is not None else 3.4e38
+            ranked = sorted(order, key=lambda g: (g is root and root.autoregroup, g.sort_key))
+            n = 0.0
+            while True:
+                n = min(n + gcfg.rr_rate, maxdelta) if maxdelta > 0 else 0.0
+                for g in ranked:
+                    if g.allocated <= 0:
+                        log.info("Group %s - skipping, zero slots allocated", g.name)
+                        continue
+                    if g.usage >= g.allocated:
+                        log.info("Group %s - skipping, at or over quota (quota=%g) (usage=%g) (allocation=%g)",
+                                 g.name, g.quota, g.usage, g.allocated)
+                        continue
+                    if not members[g.name]:
+                        log.info("Group %s - skipping, no submitters (usage=%g)", g.name, g.usage)
+                        continue
+                    log.info("Group %s - BEGIN NEGOTIATION", g.name)
+                    target = max(g.allocated, g.quota)
+                    delta = max(0.0, target - g.usage)
+                    slots = g.usage + delta * (n / maxdelta) if delta > 0 and maxdelta > 0 else target
+                    slots = min(slots, target)
+                    if not self.cfg.use_slot_weights:
+                        slots = math.floor(slots)
+                    subtree = {x.name: self.accountant.weighted_used(x.name) for x in order}
+                    slots = hgq.strict_enforce(g, slots, subtree)
+                    await self._negotiate_group(g, members[g.name], slots, pool_weight, min_weight, mm, rec,
+                                                by_name)
+                    for x in order:
+                        x.usage = self.accountant.weighted_used(x.name)
+                if n >= maxdelta or mm.available == 0:
+                    break
+            usage_total = sum(min(g.usage, g.allocated) for g in order)
+            allocated_total = sum(g.allocated for g in order)
+            log.info("Round %d totals: allocated= %g  usage= %g", round_, allocated_total, usage_total)
+            if usage_total >= allocated_total or mm.available == 0:
+                break
+            for g in order:
+                g.requested = g.usage if g.usage < g.allocated else g.requested + g.allocated
+
+    # ---- within a group: pie spins -------------------------------------------------------
+    async def _negotiate_group(self, group: hgq.Group | None, submitters: list[classad2.ClassAd], group_quota: float,
+                               pool_weight: float, min_weight: float, mm: Matchmaker, rec: CycleRecord,
+                               groups_by_name: dict[str, hgq.Group]) -> None:
+        log = self.log
+        remaining = [s for s in submitters if (ads.as_number(ads.get(s, "IdleJobs")) or 0) > 0]
+        name_of = {str(ads.get(s, "Name")): s for s in remaining}
+        group_name = group.name if group is not None else None
+        spin = 0
+        while remaining and mm.available > 0:
+            spin += 1
+            group_usage = self.accountant.weighted_used(group_name) if group_name else 0.0
+            if group_name is not None and group_usage >= group_quota:
+                log.info("Group %s is using its quota %g - halting negotiation", group_name, group_quota)
+                break
+            slot_weight_total = min(pool_weight, group_quota)
+            prios = {n: self.accountant.effective_priority(n, group_name) for n in name_of}
+            usage = {n: self.accountant.weighted_used(n) for n in name_of}
+            shares = submitter_limits(prios, usage, slot_weight_total,
+                                      group_quota if group_name is not None else None, group_usage)
+            pie_left = sum(s.limit for s in shares)
+            if pie_left <= 0:
+                log.info("Halting negotiation: no slots available to match (preemption disabled,pieLeft=%.3f)",
+                         pie_left)
+                break
+            if spin == 1:
+                log.info("Phase 3:  Sorting submitter ads by priority ...")
+                for s in shares:
+                    self.last_limits[s.name] = (s.share, s.limit)
+            log.info("Phase 4.%d:  Negotiating with schedds ...", spin)
+            pie_before = pie_left
+            done: list[str] = []
+            for s in shares:
+                if mm.available == 0:
+                    break
+                limit = min(s.limit, pie_left)
+                if spin > 1 and (limit < min_weight or pie_left < min_weight):
+                    log.info("  Negotiation with %s skipped as pieLeft < minSlotWeight", s.name)
+                    continue
+                ad = name_of[s.name]
+                addr = str(ads.get(ad, "ScheddIpAddr"))
+                log.info("  Negotiating with %s at %s", s.name, addr)
+                log.info("    SubmitterPrio       = %f", s.priority)
+                log.info("    submitterShare      = %f", s.share)
+                log.info("    submitterLimit    = %f", limit)
+                log.info("    submitterUsage    = %f", s.usage)
+                rec.order.append(f"{group_name or '<none>'}/{s.name}")
+                ancestry = ([hgq.ROOT] if group is not None and group.name == hgq.ROOT else
+                            group.ancestry() if group is not None else [])
+                if group is not None and group.name == hgq.ROOT and groups_by_name:
+                    # an autoregrouped submitter still charges its own group
+                    ancestry = self._groups_of(s.name, groups_by_name)
+                session = Session(s.name, addr.strip("<>"), group, ancestry, limit)
+                try:
+                    result = await self._negotiate_with(session, mm, rec)
+                except grpc.aio.AioRpcError as e:
+                    log.warning("  Negotiation with %s at %s failed: %s", s.name, addr, describe(e))
+                    result = "error"
+                pie_left -= session.used
+                if result == "done":
+                    log.info("  Submitter %s got all it wants; removing it.", s.name)
+                    done.append(s.name)
+                elif result == "error":
+                    done.append(s.name)
+                else:
+                    log.info("  This submitter hit its submitterLimit.")
+            for n in done:
+                name_of.pop(n, None)
+            remaining = list(name_of.values())
+            if not (pie_left < pie_before - 1e-9 or done):
+                break
+
+    # ---- one submitter -----------------------------------------------------------------------
+    async def _negotiate_with(self, session: Session, mm: Matchmaker, rec: CycleRecord) -> str:
+        """"done" (it has nothing more), "resume" (stopped at its limit) or raises on error."""
+        stub = schedd_pb2_grpc.ScheddStub(self.channels.get(session.address))
         call = stub.Negotiate(timeout=self.cfg.timeout_s)
         log = self.log
         await call.write(schedd_pb2.NegotiatorMessage(start=schedd_pb2.NegotiateStart(
-            submitter=submitter, cycle=rec.cycle, pool_time=rec.start, significant_attrs=self.significant_attrs)))
+            submitter=session.name, cycle=rec.cycle, pool_time=rec.start, significant_attrs=self.significant_attrs,
+            job_constraint=self.cfg.job_constraint)))
         rejected: set[int] = set()   # autoclusters rejected in this session: skip the rest of them
+        stopped = False
         try:
-            while True:
+            while not stopped:
                 await call.write(schedd_pb2.NegotiatorMessage(
                     send_requests=schedd_pb2.SendRequests(max_requests=self.cfg.request_list_size)))
                 reply = await call.read()
@@ -246,10 +548,15 @@ class NegotiatorDaemon(Daemon):
                 batch = reply.requests
                 for req in batch.requests:
                     if mm.available == 0:
+                        stopped = True
+                        break
+                    if session.used >= session.limit:
+                        log.info("    Reached submitter resource limit: %f ... stopping", session.used)
+                        session.limited = stopped = True
                         break
                     rec.requests += 1
-                    await self._serve_request(call, req, submitter, address, mm, rec, rejected)
-                if batch.no_more or not batch.requests or mm.available == 0:
+                    await self._serve_request(call, req, session, mm, rec, rejected)
+                if batch.no_more or not batch.requests:
                     if not batch.requests:
                         log.info("  Got NO_MORE_JOBS;  schedd has no more requests")
                     break
@@ -261,34 +568,56 @@ class NegotiatorDaemon(Daemon):
                     pass
             except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
                 pass
+        return "resume" if session.limited else "done"
 
-    async def _serve_request(self, call, req: schedd_pb2.ResourceRequest, submitter: str, address: str,
-                             mm: Matchmaker, rec: CycleRecord, rejected: set[int]) -> None:
+    async def _serve_request(self, call, req: schedd_pb2.ResourceRequest, session: Session, mm: Matchmaker,
+                             rec: CycleRecord, rejected: set[int]) -> None:
         log = self.log
         ad = ads.parse_ad(req.ad.text, f"resource request {req.request_id}")
         cluster, proc = ads.get(ad, "ClusterId", 0), ads.get(ad, "ProcId", 0)
         ac = ads.get(ad, "AutoClusterId", -1)
         if ac in rejected:
             return  # a later request of an autocluster that already failed this cycle
+        limits = ads.get(ad, "ConcurrencyLimits")
+        limits = limits if isinstance(limits, str) else ""
         count = max(1, req.count)
-        for i in range(count):
+        i = 0
+        while i < count:
             log.info("    Request %05d.%05d:  autocluster %s (request count %d of %d)",
                      int(cluster), int(proc), ac, i + 1, count)
             rec.considered += 1
-            result = mm.match(ad)
+            exceeded = self.accountant.limits_exceeded(limits) if limits else []
+            if exceeded:
+                result: Match | Any = None
+                reason = f"concurrency limit {', '.join(exceeded)} reached"
+            elif session.used >= session.limit:
+                result, reason = None, "submitter limit exceeded"
+                session.limited = True
+            else:
+                result = mm.match(ad, session.used, session.limit)
+                reason = getattr(result, "reason", "")
             if isinstance(result, Match):
                 rec.matches += 1
-                log.info("      Matched %s.%s %s <%s> preempting none %s %s", cluster, proc, submitter, address,
-                         result.startd_address, result.slot_name)
+                session.matches += 1
+                session.used += result.cost
+                self.accountant.add_match(session.name, session.ancestry, result.cost, limits)
+                log.info("      Matched %s.%s %s <%s> preempting none %s %s", cluster, proc, session.name,
+                         session.address, result.startd_address, result.slot_name)
                 log.info("      Successfully matched with %s", result.slot_name)
                 await call.write(schedd_pb2.NegotiatorMessage(match=schedd_pb2.MatchFound(
                     request_id=req.request_id, claim_id=result.claim_id,
-                    slot_ad=common_pb2.ClassAd(text=result.slot_ad_text))))
+                    slot_ad=common_pb2.ClassAd(text=result.slot_ad_text), consumed=dict(result.consumed))))
+                i += 1
+                if self.cfg.depth_first and not result.consumed and result.jobs_in_slot > 1:
+                    # The schedd packs this many more of the autocluster into the p-slot's leftovers.
+                    i += result.jobs_in_slot - 1
             else:
                 rec.rejections += 1
-                log.info("      Rejected %s.%s %s <%s>: %s", cluster, proc, submitter, address, result.reason)
+                if reason == "submitter limit exceeded":
+                    session.limited = True
+                log.info("      Rejected %s.%s %s <%s>: %s", cluster, proc, session.name, session.address, reason)
                 await call.write(schedd_pb2.NegotiatorMessage(reject=schedd_pb2.RequestRejected(
-                    request_id=req.request_id, reason=result.reason)))
+                    request_id=req.request_id, reason=reason)))
                 if isinstance(ac, int) and ac >= 0:
                     rejected.add(ac)
                 return
@@ -302,6 +631,35 @@ class NegotiatorDaemon(Daemon):
             self._parsed[text] = ad
         return ad
 
+    # ---- userprio -------------------------------------------------------------------------------
+    def userprio(self, all_users: bool = False) -> tuple[float, list[dict[str, Any]]]:
+        now = self.clock.now()
+        out = []
+        for c in self.accountant.customers.values():
+            if not all_users and not c.is_group and c.weighted_used == 0 and c.last_usage_time < now - 86400 \
+                    and c.factor is None:
+                continue
+            share, limit = self.last_limits.get(c.name, (0.0, 0.0))
+            out.append({"name": c.name, "effective_priority": self.accountant.effective_priority(c.name),
+                        "real_priority": self.accountant.real_priority(c.name),
+                        "priority_factor": self.accountant.factor(c.name),
+                        "weighted_in_use": c.weighted_used, "accumulated_usage_hours": c.accumulated_usage / 3600.0,
+                        "begin_usage_time": c.begin_usage_time, "last_usage_time": c.last_usage_time,
+                        "is_group": c.is_group, "quota": self.last_quotas.get(c.name, 0.0),
+                        "submitter_limit": limit, "submitter_share": share})
+        out.sort(key=lambda e: (e["is_group"], e["effective_priority"], e["name"]))
+        return self.accountant.last_update or now, out
+
+    def set_userprio(self, name: str, factor: float, priority: float) -> dict[str, Any]:
+        if factor:
+            f = self.accountant.set_factor(name, factor)
+            self.log.info("Setting the priority factor of %s to %f", name, f)
+        if priority:
+            p = self.accountant.set_priority(name, priority)
+            self.log.info("Setting the priority of %s to %f", name, p)
+        return next(e for e in self.userprio(all_users=True)[1] if e["name"] == name)
+
+    # ---- ads and status ------------------------------------------------------------------------
     def own_ads(self) -> list[dict[str, Any]]:
         ad = self.base_ad()
         last = self.history[-1] if self.history else None
@@ -320,7 +678,9 @@ class NegotiatorDaemon(Daemon):
         c = self.cfg.cadence
         s.update({"cycles": self.cycle_count, "interval_s": c.interval_s, "min_interval_s": c.min_interval_s,
                   "cycle_delay_s": c.cycle_delay_s,
-                  "cycle_history": [asdict(r) for r in list(self.history)[-200:]]})
+                  "cycle_history": [asdict(r) for r in list(self.history)[-200:]],
+                  "configuration_problems": list(self.cfg.problems),
+                  "users": self.userprio(all_users=True)[1]})
         return s
 
     def metrics(self) -> dict[str, Any]:
@@ -330,7 +690,11 @@ class NegotiatorDaemon(Daemon):
                   "matches_total": float(sum(r.matches for r in self.history)),
                   "last_cycle_duration_seconds": last.duration if last else 0.0,
                   "last_cycle_wall_seconds": last.wall_duration if last else 0.0,
-                  "last_cycle_matches": float(last.matches) if last else 0.0})
+                  "last_cycle_matches": float(last.matches) if last else 0.0,
+                  "user_effective_priority": {(("user", c.name),): self.accountant.effective_priority(c.name)
+                                              for c in self.accountant.customers.values()},
+                  "user_weighted_in_use": {(("user", c.name),): c.weighted_used
+                                           for c in self.accountant.customers.values()}})
         return m
 
 
@@ -351,5 +715,22 @@ class _NegotiatorService(negotiator_pb2_grpc.NegotiatorServicer):
                                        rejections=r.rejections, duration=r.duration,
                                        wall_duration=r.wall_duration, slots=r.slots,
                                        submitters=r.submitters, rescheduled=r.rescheduled,
-                                       requests=r.requests, considered=r.considered, significant=r.significant)
+                                       requests=r.requests, considered=r.considered, significant=r.significant,
+                                       pool_weight=r.pool_weight)
             for r in records])
+
+    async def UserPrio(self, request: negotiator_pb2.UserPrioRequest, context) -> negotiator_pb2.UserPrioReply:
+        last, entries = self.d.userprio(request.all_users)
+        return negotiator_pb2.UserPrioReply(last_update=last,
+                                            entries=[negotiator_pb2.UserPrioEntry(**e) for e in entries])
+
+    async def SetUserPrio(self, request: negotiator_pb2.SetUserPrioRequest, context) -> negotiator_pb2.UserPrioEntry:
+        if not request.name.strip():
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "name a submitter (user@domain) or a group")
+        if request.factor < 0 or request.priority < 0:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a priority or factor must not be negative")
+        if not request.factor and not request.priority:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "give a factor or a priority to set")
+        entry = self.d.set_userprio(request.name, request.factor, request.priority)
+        await self.d._save_accountant()
+        return negotiator_pb2.UserPrioEntry(**entry)

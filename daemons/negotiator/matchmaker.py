@@ -46,6 +46,8 @@ class Candidate:
     claim_id: str
     order: int
     text: str = ""
+    consumption: tuple[str, ...] = ()   # resources with a Consumption<Res> policy (negotiator-side split)
+    claims_left: int = 1                # NumClaims: matches this slot may still take this cycle
 
     def __post_init__(self) -> None:
         if not self.text:
@@ -69,6 +71,9 @@ class Match:
     slot_ad_text: str
     ranks: tuple[float, float, float]
     startd_address: str = "<0.0.0.0:0>"
+    cost: float = 1.0                               # what the submitter is charged (slot weight)
+    consumed: tuple[tuple[str, int], ...] = ()      # a consumption policy's split, for the startd
+    jobs_in_slot: int = 1                           # HTCondor's jobsInSlot (NEGOTIATOR_DEPTH_FIRST)
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,20 @@ class Rejection:
 
 
 NO_MATCH = "no match found"
+SUBMITTER_LIMIT = "submitter limit exceeded"
+
+
+def consumption_resources(ad: classad2.ClassAd) -> tuple[str, ...]:
+    """HTCondor's cp_supports_policy: a p-slot with Consumption<Res> for each of its MachineResources."""
+    if ads.get(ad, "PartitionableSlot") is not True:
+        return ()
+    names = ads.get(ad, "MachineResources")
+    if not isinstance(names, str):
+        return ()
+    resources = tuple(r for r in names.split() if r.lower() != "swap")
+    if not resources or any(f"Consumption{r}" not in ad for r in resources):
+        return ()
+    return resources
 
 
 def _rank(value: object) -> float:
@@ -157,18 +176,23 @@ class Matchmaker:
     considered: int = 0
     evaluations: int = 0          # symmetric matches evaluated (the work grouping saves)
     ignored: dict[str, int] = field(default_factory=dict)
+    use_slot_weights: bool = True                           # NEGOTIATOR_USE_SLOT_WEIGHTS
+    errors: dict[str, str] = field(default_factory=dict)    # slot -> a problem with its policy
     instance_attrs: frozenset[str] = INSTANCE_ATTRS
     refs: References = field(default_factory=References)
     _pre: classad2.ExprTree | None = field(default=None, repr=False)
     _post: classad2.ExprTree | None = field(default=None, repr=False)
     _slow_requests: dict[tuple[str, str], bool] = field(default_factory=dict, repr=False)
+    _cache: "SlotCache | None" = field(default=None, repr=False)
 
     @classmethod
     def from_ads(cls, slot_ads: list[classad2.ClassAd], policy: MatchPolicy, now: float,
-                 texts: list[str] | None = None, cache: "SlotCache | None" = None) -> "Matchmaker":
+                 texts: list[str] | None = None, cache: "SlotCache | None" = None,
+                 use_slot_weights: bool = True) -> "Matchmaker":
         """`texts` are the ads' texts; a `cache` kept across cycles spares re-analysing unchanged ads."""
         cache = cache if cache is not None else SlotCache()
-        mm = cls(policy, now, refs=cache.refs)
+        mm = cls(policy, now, refs=cache.refs, use_slot_weights=use_slot_weights)
+        mm._cache = cache
         mm._pre = ads.parse_expr(policy.pre_job_rank) if policy.pre_job_rank else None
         mm._post = ads.parse_expr(policy.post_job_rank) if policy.post_job_rank else None
         named = []
@@ -186,7 +210,13 @@ class Matchmaker:
                 continue
             named.append((name, ad, claim_id, texts[i] if texts else repr(ad)))
         named.sort(key=lambda t: t[0])
-        candidates = [Candidate(n, a, c, i, t) for i, (n, a, c, t) in enumerate(named)]
+        candidates = []
+        for i, (n, a, c, t) in enumerate(named):
+            cp = consumption_resources(a)
+            claims = ads.get(a, "NumClaims")
+            claims_left = int(claims) if isinstance(claims, int) and claims > 0 else (
+                max(1, int(ads.get(a, "Cpus") or 1)) if cp else 1)
+            candidates.append(Candidate(n, a, c, i, t, cp, claims_left if cp else 1))
         # Instance attributes some slot or policy expression looks at must count this cycle.
         referenced: set[str] = set()
         for text in (policy.pre_job_rank, policy.post_job_rank):
@@ -235,42 +265,148 @@ class Matchmaker:
             self._slow_requests[key] = slow
         return slow
 
-    def _score(self, request: classad2.ClassAd, job_rank, c: Candidate) -> tuple[float, float, float] | None:
-        self.evaluations += 1
-        if not request.symmetricMatch(c.ad):
+    # ---- slot weights and consumption -----------------------------------------------
+    def slot_weight(self, c: Candidate) -> float:
+        """SlotWeight of a slot as it stands (1 each without NEGOTIATOR_USE_SLOT_WEIGHTS)."""
+        if not self.use_slot_weights:
+            return 1.0
+        w = ads.as_number(ads.evaluate(c.ad.lookup("SlotWeight"), c.ad)) if "SlotWeight" in c.ad else None
+        if w is None or w < 0:
+            self.errors.setdefault(c.name, "SlotWeight is undefined or not a number; using 1.0")
+            return 1.0
+        return w
+
+    def _consumed(self, request: classad2.ClassAd, c: Candidate) -> dict[str, int] | None:
+        """Consumption<Res> for this request, or None if a policy does not evaluate to a number."""
+        out: dict[str, int] = {}
+        for r in c.consumption:
+            v = ads.as_number(ads.evaluate(c.ad.lookup(f"Consumption{r}"), c.ad, request))
+            if v is None:
+                self.errors.setdefault(c.name, f"Consumption{r} = {ads.one_line(str(c.ad.lookup(f'Consumption{r}')))}"
+                                               " does not evaluate to a number")
+                return None
+            out[r] = int(-(-v // 1))
+        return out
+
+    def _cp_match(self, request: classad2.ClassAd, c: Candidate) -> tuple[dict[str, int], float] | None:
+        """HTCondor's consumption-policy test: the request's Request<Res> become the
+        consumption while both Requirements are evaluated; the cost is W(S) - W(S')."""
+        consumed = self._consumed(request, c)
+        if consumed is None:
             return None
+        if any(amount > (ads.as_number(ads.get(c.ad, r)) or 0) for r, amount in consumed.items()):
+            return None
+        saved = {}
+        for r, amount in consumed.items():
+            attr = f"Request{r}"
+            saved[attr] = request.lookup(attr) if attr in request else None
+            request[attr] = amount
+        try:
+            if not request.symmetricMatch(c.ad):
+                return None
+        finally:
+            for attr, tree in saved.items():
+                if tree is None:
+                    del request[attr]
+                else:
+                    request[attr] = tree
+        before = self.slot_weight(c)
+        original = {r: c.ad.lookup(r) for r in consumed}
+        for r, amount in consumed.items():
+            c.ad[r] = (ads.as_number(ads.get(c.ad, r)) or 0) - amount
+        after = self.slot_weight(c)
+        for r, tree in original.items():
+            c.ad[r] = tree
+        return consumed, before - after
+
+    def _score(self, request: classad2.ClassAd, job_rank, c: Candidate):
+        """(ranks, cost, consumed) if the slot matches the request, else None."""
+        self.evaluations += 1
+        consumed: dict[str, int] = {}
+        if c.consumption:
+            found = self._cp_match(request, c)
+            if found is None:
+                return None
+            consumed, cost = found
+        else:
+            if not request.symmetricMatch(c.ad):
+                return None
+            cost = self.slot_weight(c)
         pre = _rank(ads.evaluate(self._pre, c.ad, request)) if self._pre is not None else 0.0
         rank = _rank(ads.evaluate(job_rank, request, c.ad)) if job_rank is not None else 0.0
         post = _rank(ads.evaluate(self._post, c.ad, request)) if self._post is not None else 0.0
-        return (pre, rank, post)
+        return (pre, rank, post), cost, consumed
 
-    def match(self, request: classad2.ClassAd) -> Match | Rejection:
+    # ---- matching ----------------------------------------------------------------------
+    def match(self, request: classad2.ClassAd, used: float = 0.0, allowed: float = float("inf")) -> Match | Rejection:
+        """The best slot for one request; `used`/`allowed` are the submitter's limit this spin."""
+        from daemons.negotiator.fairshare import permits
+
         self.considered += 1
         request["CurrentTime"] = int(self.now)
         job_rank = request.lookup("Rank") if "Rank" in request else None
         best_group: Group | None = None
         best: Candidate | None = None
         best_key: tuple | None = None
-        if self._request_is_slow(request):
-            for g in self.groups:
-                for c in g.members:
-                    score = self._score(request, job_rank, c)
-                    if score is not None and (best_key is None or score + (-c.order,) > best_key):
-                        best_group, best, best_key = g, c, score + (-c.order,)
-        else:
-            for g in self.groups:
-                c = g.first
-                score = self._score(request, job_rank, c)
-                if score is not None and (best_key is None or score + (-c.order,) > best_key):
-                    best_group, best, best_key = g, c, score + (-c.order,)
+        best_cost, best_consumed = 0.0, {}
+        limited = 0
+        slow = self._request_is_slow(request)
+        for g in self.groups:
+            for c in (g.members if slow else g.members[:1]):
+                scored = self._score(request, job_rank, c)
+                if scored is None:
+                    continue
+                ranks, cost, consumed = scored
+                if not permits(used, cost, allowed):
+                    limited += 1
+                    continue
+                key = ranks + (-c.order,)
+                if best_key is None or key > best_key:
+                    best_group, best, best_key, best_cost, best_consumed = g, c, key, cost, consumed
         if best is None or best_group is None or best_key is None:
-            return Rejection(NO_MATCH)
-        best_group.members.remove(best)
-        if not best_group.members:
-            self.groups.remove(best_group)
+            return Rejection(SUBMITTER_LIMIT if limited else NO_MATCH)
+        jobs_in_slot = self._jobs_in_slot(request, best)
+        text = repr(best.ad)
+        self._take(best_group, best, best_consumed)
         addr = ads.get(best.ad, "StartdIpAddr")
-        return Match(best.name, best.claim_id, best.text, best_key[:3],
-                     addr if isinstance(addr, str) else "<0.0.0.0:0>")
+        return Match(best.name, best.claim_id, text, best_key[:3], addr if isinstance(addr, str) else "<0.0.0.0:0>",
+                     best_cost, tuple(sorted(best_consumed.items())), jobs_in_slot)
+
+    def _jobs_in_slot(self, request: classad2.ClassAd, c: Candidate) -> int:
+        """How many jobs like this one the slot could hold (matchmaker.cpp jobsInSlot)."""
+        cpus = ads.as_number(ads.get(c.ad, "Cpus")) or 0
+        memory = ads.as_number(ads.get(c.ad, "Memory")) or 0
+        want_cpus = max(1, int(ads.as_number(ads.evaluate(request.lookup("RequestCpus"), request, c.ad)) or 1)) \
+            if "RequestCpus" in request else 1
+        want_mem = max(1, int(ads.as_number(ads.evaluate(request.lookup("RequestMemory"), request, c.ad)) or 1)) \
+            if "RequestMemory" in request else 1
+        return max(1, int(min(cpus // want_cpus, memory // want_mem)))
+
+    def _take(self, group: Group, c: Candidate, consumed: dict[str, int]) -> None:
+        """The match is made: a slot leaves the cycle, or with a consumption policy gives up what
+        the match consumes and stays in play while it has claims and resources left."""
+        group.members.remove(c)
+        if not group.members:
+            self.groups.remove(group)
+        if not c.consumption:
+            return
+        for r, amount in consumed.items():
+            c.ad[r] = int((ads.as_number(ads.get(c.ad, r)) or 0) - amount)
+        c.claims_left -= 1
+        if c.claims_left <= 0 or (ads.as_number(ads.get(c.ad, "Cpus")) or 0) <= 0:
+            return
+        c.text = repr(c.ad)
+        _, items = self._cache.analyse(c.text, c.ad)
+        key = tuple(item for item in items if item[0] not in self.instance_attrs)
+        for g in self.groups:
+            if tuple(item for item in self._cache.analyse(g.first.text, g.first.ad)[1]
+                     if item[0] not in self.instance_attrs) == key:
+                g.members.append(c)
+                g.members.sort(key=lambda m: m.order)
+                break
+        else:
+            self.groups.append(Group([c]))
+        self.groups.sort(key=lambda g: g.first.order)
 
     def groups_summary(self) -> dict[str, int]:
         return {"slots": self.available, "groups": len(self.groups)}

@@ -254,11 +254,20 @@ class ScheddDaemon(Daemon):
                     self.log.info("reschedule to the negotiator at %s failed: %s", addr, describe(e))
 
     # ---- negotiation -------------------------------------------------------------
-    def begin_negotiation(self, submitter: str, cycle: int, significant: list[str] | None = None) -> NegotiationSession:
+    def begin_negotiation(self, submitter: str, cycle: int, significant: list[str] | None = None,
+                          job_constraint: str = "") -> NegotiationSession:
         if significant and self.ac.update_negotiator_attrs(significant):
             self.log.info("significant attributes from the negotiator grew (%d now): every autocluster id "
                           "is recomputed", len(self.ac.negotiator_attrs))
         jobs = scheduling.idle_jobs(self.queue, submitter)
+        if job_constraint.strip():
+            # NEGOTIATOR_JOB_CONSTRAINT: HTCondor's schedd offers only the jobs that satisfy it.
+            try:
+                tree = ads.parse_expr(job_constraint, "NEGOTIATOR_JOB_CONSTRAINT")
+                now = self.clock.now()
+                jobs = [j for j in jobs if ads.is_true(ads.evaluate(tree, scheduling.with_time(j.classad(), now)))]
+            except ads.AdError as e:
+                self.log.warning("ignoring the negotiator's job constraint: %s", e)
         n0, t0 = self.ac.ids_assigned, self.ac.assign_seconds
         requests = scheduling.resource_requests(jobs, self.ac.assign)
         acs = {r.autocluster for r in requests}
@@ -282,7 +291,8 @@ class ScheddDaemon(Daemon):
                 batch.append(r)
         return batch, session.position >= len(session.requests)
 
-    def on_match(self, session: NegotiationSession, request_id: str, claim_id: str, slot_ad_text: str) -> None:
+    def on_match(self, session: NegotiationSession, request_id: str, claim_id: str, slot_ad_text: str,
+                 consumed: dict[str, int] | None = None) -> None:
         req = session.by_id.get(request_id)
         session.matches += 1
         job = req.next_job() if req is not None else None
@@ -303,7 +313,7 @@ class ScheddDaemon(Daemon):
                 return
         job.reserved = True
         self.counters["matches"] += 1
-        self.spawn(self._claim_and_run(job, claim_id, slot_ad_text, session.submitter),
+        self.spawn(self._claim_and_run(job, claim_id, slot_ad_text, session.submitter, consumed or None),
                    f"schedd:claim:{job.id}")
 
     def on_reject(self, session: NegotiationSession, request_id: str, reason: str) -> None:
@@ -319,7 +329,8 @@ class ScheddDaemon(Daemon):
     def _startd(self, address: str) -> startd_pb2_grpc.StartdStub:
         return startd_pb2_grpc.StartdStub(self.channels.get(address))
 
-    async def _claim_and_run(self, job: Job, claim_id: str, slot_ad_text: str, submitter: str) -> None:
+    async def _claim_and_run(self, job: Job, claim_id: str, slot_ad_text: str, submitter: str,
+                             consumed: dict[str, int] | None = None) -> None:
         try:
             slot_ad = ads.parse_ad(slot_ad_text, "matched slot ad")
         except ads.AdError as e:
@@ -331,7 +342,7 @@ class ScheddDaemon(Daemon):
         try:
             reply = await self._startd(addr).RequestClaim(startd_pb2.RequestClaimRequest(
                 claim_id=claim_id, job_ad=common_pb2.ClassAd(text=job.text()), schedd_name=self.name,
-                schedd_address=self.address, submitter=submitter), timeout=RPC_TIMEOUT_S)
+                schedd_address=self.address, submitter=submitter, resources=consumed or {}), timeout=RPC_TIMEOUT_S)
         except grpc.aio.AioRpcError as e:
             job.reserved = False
             self.log.warning("could not request a claim on %s at %s for job %s: %s", slot_name, addr, job.id,

@@ -62,7 +62,7 @@ class ScheddService(pb_grpc.ScheddServicer):
             kind = msg.WhichOneof("msg")
             if kind == "start":
                 session = self.d.begin_negotiation(msg.start.submitter, msg.start.cycle,
-                                                   list(msg.start.significant_attrs))
+                                                   list(msg.start.significant_attrs), msg.start.job_constraint)
                 continue
             if session is None:
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "negotiation must begin with start")
@@ -73,7 +73,8 @@ class ScheddService(pb_grpc.ScheddServicer):
                                                  ad=common_pb2.ClassAd(text=r.job.text())) for r in batch],
                     no_more=no_more))
             elif kind == "match":
-                self.d.on_match(session, msg.match.request_id, msg.match.claim_id, msg.match.slot_ad.text)
+                self.d.on_match(session, msg.match.request_id, msg.match.claim_id, msg.match.slot_ad.text,
+                                dict(msg.match.consumed))
             elif kind == "reject":
                 self.d.on_reject(session, msg.reject.request_id, msg.reject.reason)
             elif kind == "end":

@@ -103,7 +103,7 @@ async def test_start_expression_makes_a_job_attribute_significant(make_pool):
         assert lines["htcpool_schedd_autoclusters"] >= 1
         assert lines["htcpool_schedd_autocluster_id_microseconds_mean"] > 0
         histogram = [v for k, v in lines.items() if k.startswith("htcpool_schedd_autocluster_id_cost_jobs{")]
-        assert len(histogram) == 11 and sum(histogram) >= 4
+        assert len(histogram) == 11 and sum(histogram) >= 2  # the two physics jobs were negotiated
         async def chemistry_rejected():
             idle = await c.jobs("JobStatus == 1")
             return {attr(j, "LastRejMatchReason") for j in idle} == {"no match found"}

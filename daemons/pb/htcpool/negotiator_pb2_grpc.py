@@ -45,6 +45,16 @@ class NegotiatorStub:
                 request_serializer=htcpool_dot_negotiator__pb2.CycleHistoryRequest.SerializeToString,
                 response_deserializer=htcpool_dot_negotiator__pb2.CycleHistoryReply.FromString,
                 _registered_method=True)
+        self.UserPrio = channel.unary_unary(
+                '/htcpool.v1.Negotiator/UserPrio',
+                request_serializer=htcpool_dot_negotiator__pb2.UserPrioRequest.SerializeToString,
+                response_deserializer=htcpool_dot_negotiator__pb2.UserPrioReply.FromString,
+                _registered_method=True)
+        self.SetUserPrio = channel.unary_unary(
+                '/htcpool.v1.Negotiator/SetUserPrio',
+                request_serializer=htcpool_dot_negotiator__pb2.SetUserPrioRequest.SerializeToString,
+                response_deserializer=htcpool_dot_negotiator__pb2.UserPrioEntry.FromString,
+                _registered_method=True)
 
 
 class NegotiatorServicer:
@@ -64,6 +74,20 @@ class NegotiatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UserPrio(self, request, context):
+        """The accountant's view of users and groups, like condor_userprio.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetUserPrio(self, request, context):
+        """condor_userprio -setfactor / -setprio (the real priority).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NegotiatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -76,6 +100,16 @@ def add_NegotiatorServicer_to_server(servicer, server):
                     servicer.CycleHistory,
                     request_deserializer=htcpool_dot_negotiator__pb2.CycleHistoryRequest.FromString,
                     response_serializer=htcpool_dot_negotiator__pb2.CycleHistoryReply.SerializeToString,
+            ),
+            'UserPrio': grpc.unary_unary_rpc_method_handler(
+                    servicer.UserPrio,
+                    request_deserializer=htcpool_dot_negotiator__pb2.UserPrioRequest.FromString,
+                    response_serializer=htcpool_dot_negotiator__pb2.UserPrioReply.SerializeToString,
+            ),
+            'SetUserPrio': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetUserPrio,
+                    request_deserializer=htcpool_dot_negotiator__pb2.SetUserPrioRequest.FromString,
+                    response_serializer=htcpool_dot_negotiator__pb2.UserPrioEntry.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -132,6 +166,60 @@ class Negotiator:
             '/htcpool.v1.Negotiator/CycleHistory',
             htcpool_dot_negotiator__pb2.CycleHistoryRequest.SerializeToString,
             htcpool_dot_negotiator__pb2.CycleHistoryReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UserPrio(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/htcpool.v1.Negotiator/UserPrio',
+            htcpool_dot_negotiator__pb2.UserPrioRequest.SerializeToString,
+            htcpool_dot_negotiator__pb2.UserPrioReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetUserPrio(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/htcpool.v1.Negotiator/SetUserPrio',
+            htcpool_dot_negotiator__pb2.SetUserPrioRequest.SerializeToString,
+            htcpool_dot_negotiator__pb2.UserPrioEntry.FromString,
             options,
             channel_credentials,
             insecure,
