@@ -101,6 +101,14 @@ class PoolClient:
                                                              timeout=10.0)
         return list(reply.cycles)
 
+    async def userprio(self, all_users: bool = False) -> negotiator_pb2.UserPrioReply:
+        return await (await self.negotiator()).UserPrio(negotiator_pb2.UserPrioRequest(all_users=all_users),
+                                                       timeout=10.0)
+
+    async def set_userprio(self, name: str, factor: float = 0.0, priority: float = 0.0) -> negotiator_pb2.UserPrioEntry:
+        return await (await self.negotiator()).SetUserPrio(
+            negotiator_pb2.SetUserPrioRequest(name=name, factor=factor, priority=priority), timeout=10.0)
+
     # ---- any daemon ---------------------------------------------------------
     async def ping(self, address: str) -> admin_pb2.PingReply:
         return await admin_pb2_grpc.AdminStub(self.channels.get(strip_addr(address))).Ping(common_pb2.Empty(),

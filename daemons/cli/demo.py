@@ -196,3 +196,170 @@ def run_demo(json_out: bool = False, time_scale: float = 30.0, keep: bool = Fals
         print(json.dumps(summary))
     ok = summary["completed"] == summary["jobs"]
     return 0 if ok else 1
+
+
+# ---- htcpool demo seed001: all three of seed 001's demonstrations -------------------------
+SEED001_BASE = """\
+# Seed 001's configuration, as published.
+# spoof some cores
+NUM_CPUS = 10
+# The seed's machine had 1903 MB of memory (its second table: TotalSlotMemory 1903).
+MEMORY = 1903
+NETWORK_HOSTNAME = rorschach
+
+# configure an aggregate resource (p-slot) to consume
+SLOT_TYPE_1 = 100%
+SLOT_TYPE_1_PARTITIONABLE = True
+# declare multiple claims for negotiator to use
+# may also use global: NUM_CLAIMS
+SLOT_TYPE_1_NUM_CLAIMS = 20
+NUM_SLOTS_TYPE_1 = 1
+
+# turn off schedd-side resource splitting since we're demonstrating neg-side alternative
+CLAIM_PARTITIONABLE_LEFTOVERS = False
+
+# turn this off to demonstrate that consumption policy will handle this kind of logic
+MUST_MODIFY_REQUEST_EXPRS = False
+
+# configure a consumption policy.   This policy is modeled on
+# current 'modify-request-exprs' defaults:
+# "my" is resource ad, "target" is job ad
+STARTD_EXPRS = ConsumptionCpus, ConsumptionMemory, ConsumptionDisk
+ConsumptionCpus = quantize(target.RequestCpus, {1})
+ConsumptionMemory = quantize(target.RequestMemory, {128})
+ConsumptionDisk = quantize(target.RequestDisk, {1024})
+# swap doesn't seem to be actually supported in resource accounting
+
+# keep slot weights enabled for match costing
+NEGOTIATOR_USE_SLOT_WEIGHTS = True
+
+# weight used to derive match cost: W(before-consumption) - W(after-consumption)
+SlotWeight = Cpus
+
+# for simplicity, turn off preemption, caching, worklife
+CLAIM_WORKLIFE=0
+MAXJOBRETIREMENTTIME = 3600
+PREEMPT = False
+RANK = 0
+PREEMPTION_REQUIREMENTS = False
+NEGOTIATOR_CONSIDER_PREEMPTION = False
+NEGOTIATOR_MATCHLIST_CACHING = False
+
+# verbose logging
+ALL_DEBUG = D_FULLDEBUG
+
+# reduce daemon update latencies
+NEGOTIATOR_INTERVAL = 30
+SCHEDD_INTERVAL = 15
+"""
+
+SEED001_PARTS = (
+    ("negotiator-side consumption: ten 1-cpu dynamic slots in one cycle", "", SEED_SUBMIT := """\
+universe = vanilla
+cmd = /bin/sleep
+args = 60
+should_transfer_files = if_needed
+when_to_transfer_output = on_exit
+queue 15
+"""),
+    ("coarser memory: ConsumptionMemory quantized to 512 MB, memory-centric slot weight", """
+ConsumptionMemory = quantize(target.RequestMemory, {512})
+SlotWeight = floor(Memory / 512)
+""", SEED_SUBMIT),
+    ("accounting group a with a quota of 1: one job runs, charged one cpu", """
+GROUP_NAMES = a
+GROUP_QUOTA_a = 1
+GROUP_ACCEPT_SURPLUS = False
+GROUP_AUTOREGROUP = False
+""", """\
+universe = vanilla
+cmd = /bin/sleep
+args = 60
+should_transfer_files = if_needed
+when_to_transfer_output = on_exit
++AccountingGroup="a.u"
+queue 2
+"""),
+)
+
+
+async def _seed001_part(pool: LocalPool, submit: str, emit) -> dict:
+    log = LogFollower(pool.state_dir / "log" / "NegotiatorLog", "negotiator",
+                      ("Started Negotiation Cycle", "Finished Negotiation Cycle", "Successfully matched", "Rejected",
+                       "Group "))
+    async with PoolClient(pool.collector_address) as c:
+        await wait_for(lambda: c.ads("Machine"), timeout_s=30, what="the startd's slot ads")
+        since = await c.pool_now()
+        lines: list[str] = []
+        log.poll(lines)  # skip what was logged before the submission
+        cluster, count = await c.submit(submit, "seed001.sub", "demo")
+
+        async def first_matching_cycle():
+            return next((r for r in await c.cycles() if r.start >= since and r.matches), None)
+        cycle = await wait_for(first_matching_cycle, timeout_s=60, what="a negotiation cycle with matches")
+
+        async def settled():
+            running = await c.jobs(f"ClusterId == {cluster} && JobStatus == 2")
+            return running if len(running) >= cycle.matches else None
+        await wait_for(settled, timeout_s=30, what=f"{cycle.matches} running jobs")
+        slots = await c.ads("Machine", projection=["Name", "TotalSlotCpus", "TotalSlotMemory", "Cpus", "Memory",
+                                                   "DynamicSlot", "RemoteOwner"])
+        running = await c.jobs(f"ClusterId == {cluster} && JobStatus == 2")
+        lines = []
+        log.poll(lines)
+        for line in lines:
+            emit("  " + line)
+        emit("  slots (Name | TotalSlotCpus | TotalSlotMemory):")
+        for line in sorted((f"    {ads.get(a, 'Name')} | {ads.get(a, 'TotalSlotCpus')} | {ads.get(a, 'TotalSlotMemory')}"
+                            for a in slots), key=lambda t: [int(x) if x.isdigit() else 0
+                                                             for x in t.split("@")[0].replace("slot", " ").replace("_", " ").split()]):
+            emit(line)
+        prio = await c.userprio(all_users=True)
+        for e in prio.entries:
+            if e.weighted_in_use:
+                emit(f"  charged: {e.name}{' (group)' if e.is_group else ''} uses {e.weighted_in_use:g} "
+                     "(weighted slots)")
+        return {
+            "matched_first_cycle": cycle.matches,
+            "running": len(running),
+            "jobs": count,
+            "dynamic_slots": {str(ads.get(a, "Name")): {"Cpus": ads.get(a, "Cpus"), "Memory": ads.get(a, "Memory")}
+                              for a in slots if ads.get(a, "DynamicSlot") is True},
+            "charged": {e.name: e.weighted_in_use for e in prio.entries if e.weighted_in_use},
+        }
+
+
+def run_seed001(json_out: bool = False, time_scale: float = 30.0, keep: bool = False) -> int:
+    state = Path(tempfile.mkdtemp(prefix="htcpool-seed001-"))
+
+    def emit(line: str) -> None:
+        print(line, flush=True)
+
+    emit("htcpool demo seed001: the three demonstrations of seed 001 (negotiator-side consumption),")
+    emit(f"each on a fresh pool at time scale {time_scale:g}; state in {state}")
+    parts = []
+    try:
+        for i, (title, extra, submit) in enumerate(SEED001_PARTS, 1):
+            emit(f"\npart {i}: {title}")
+            config = state / f"part{i}.conf"
+            config.write_text(SEED001_BASE + extra)
+            pool = LocalPool(state / f"part{i}", config, env={"_CONDOR_TIME_SCALE": repr(float(time_scale))})
+            try:
+                pool.start()
+                parts.append(asyncio.run(_seed001_part(pool, submit, emit)))
+            finally:
+                pool.stop()
+    finally:
+        if not keep:
+            shutil.rmtree(state, ignore_errors=True)
+    emit("")
+    expected = ((10, 10, 1, 128), (3, 3, 1, 512), (1, 1, 1, 128))
+    for i, (p, (m, r, cpus, mem)) in enumerate(zip(parts, expected), 1):
+        sizes = {(d["Cpus"], d["Memory"]) for d in p["dynamic_slots"].values()}
+        emit(f"part {i}: {p['matched_first_cycle']} matched in the first cycle (seed: {m}), {p['running']} running, "
+             f"dynamic slots {sorted(sizes)} (seed: {r} of {cpus} cpu / {mem} MB)")
+    if json_out:
+        print(json.dumps({"parts": [{k: p[k] for k in ("matched_first_cycle", "running", "dynamic_slots")}
+                                    for p in parts]}))
+    ok = all(p["matched_first_cycle"] == e[0] for p, e in zip(parts, expected))
+    return 0 if ok else 1
