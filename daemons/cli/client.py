@@ -12,7 +12,8 @@ from daemons.core import ads
 from daemons.core.collector_client import CollectorClient
 from daemons.core.rpc import Channels
 from daemons.pb.htcpool import admin_pb2, admin_pb2_grpc, common_pb2
-from daemons.pb.htcpool import negotiator_pb2, negotiator_pb2_grpc, schedd_pb2, schedd_pb2_grpc
+from daemons.pb.htcpool import negotiator_pb2, negotiator_pb2_grpc, schedd_pb2, schedd_pb2_grpc, startd_pb2
+from daemons.pb.htcpool import startd_pb2_grpc
 
 T = TypeVar("T")
 
@@ -108,6 +109,28 @@ class PoolClient:
     async def set_userprio(self, name: str, factor: float = 0.0, priority: float = 0.0) -> negotiator_pb2.UserPrioEntry:
         return await (await self.negotiator()).SetUserPrio(
             negotiator_pb2.SetUserPrioRequest(name=name, factor=factor, priority=priority), timeout=10.0)
+
+    # ---- startd --------------------------------------------------------------
+    async def startd_of(self, host: str) -> startd_pb2_grpc.StartdStub:
+        """The startd that emulates machine `host` (found through its slot ads)."""
+        found = await self.ads("Machine", f"Machine == {ads.literal(host)}", ["StartdIpAddr", "Machine"])
+        if not found:
+            raise ClientError(f"no machine {host!r} in the pool (see 'htcpool status')")
+        return startd_pb2_grpc.StartdStub(self.channels.get(strip_addr(str(ads.get(found[0], "StartdIpAddr")))))
+
+    async def drain(self, host: str, how: str = "graceful", resume_on_completion: bool = False, check: str = "",
+                    start: str = "", reason: str = "", request_id: str = "") -> str:
+        stub = await self.startd_of(host)
+        hows = {"graceful": startd_pb2.GRACEFUL, "quick": startd_pb2.QUICK, "fast": startd_pb2.FAST}
+        reply = await stub.DrainJobs(startd_pb2.DrainJobsRequest(
+            machine=host, how=hows[how], resume_on_completion=resume_on_completion, check_expr=check,
+            start_expr=start, reason=reason, request_id=request_id), timeout=10.0)
+        return reply.request_id
+
+    async def cancel_drain(self, host: str, request_id: str = "") -> None:
+        stub = await self.startd_of(host)
+        await stub.CancelDrainJobs(startd_pb2.CancelDrainJobsRequest(machine=host, request_id=request_id),
+                                   timeout=10.0)
 
     # ---- any daemon ---------------------------------------------------------
     async def ping(self, address: str) -> admin_pb2.PingReply:

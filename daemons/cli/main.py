@@ -44,12 +44,16 @@ def _collector_address(args: argparse.Namespace) -> str:
 
 
 def _run_async(coro) -> Any:
+    from daemons.cli.client import ClientError
     try:
         return asyncio.run(coro)
     except grpc.aio.AioRpcError as e:
-        if e.code() == grpc.StatusCode.INVALID_ARGUMENT:
-            raise CliError(e.details() or "invalid argument", EXIT_USAGE) from None
+        if e.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
+                        grpc.StatusCode.FAILED_PRECONDITION):
+            raise CliError(e.details() or e.code().name, EXIT_USAGE) from None
         raise CliError(f"the pool did not answer: {describe(e)}") from None
+    except ClientError as e:
+        raise CliError(str(e), EXIT_USAGE) from None
 
 
 # ---- up / down -----------------------------------------------------------------------
@@ -374,6 +378,26 @@ def cmd_userprio(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_drain(args: argparse.Namespace) -> int:
+    """condor_drain: drain a machine, or cancel its drain."""
+    from daemons.cli.client import PoolClient
+
+    async def go():
+        async with PoolClient(_collector_address(args)) as c:
+            if args.cancel:
+                await c.cancel_drain(args.host, args.request_id or "")
+                return None
+            return await c.drain(args.host, args.how, args.resume_on_completion, args.check or "",
+                                 args.start or "", args.reason or "", args.request_id or "")
+
+    request_id = _run_async(go())
+    if args.cancel:
+        print(f"Sent request to cancel draining on {args.host}")
+    else:
+        print(f"Sent request to drain {args.host} ({args.how}); request id {request_id}")
+    return EXIT_OK
+
+
 # ---- actions -------------------------------------------------------------------------
 def cmd_reschedule(args: argparse.Namespace) -> int:
     from daemons.cli.client import PoolClient
@@ -493,6 +517,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--allusers", action="store_true", help="also users without recent usage")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_userprio)
+
+    s = sub.add_parser("drain", help="drain a machine, like condor_drain")
+    s.add_argument("host", help="the machine's name (its slots' Machine attribute)")
+    s.add_argument("--how", choices=("graceful", "quick", "fast"), default="graceful")
+    s.add_argument("--cancel", action="store_true", help="cancel the machine's drain")
+    s.add_argument("--resume-on-completion", action="store_true", help="back in service once drained")
+    s.add_argument("--reason", help="DrainReason")
+    s.add_argument("--check", help="refuse unless this expression is true for every slot")
+    s.add_argument("--start", help="START while draining (default false)")
+    s.add_argument("--request-id", help="a request id to give (or to cancel)")
+    s.set_defaults(fn=cmd_drain)
 
     s = sub.add_parser("reschedule", help="ask the negotiator for a cycle now")
     s.set_defaults(fn=cmd_reschedule)

@@ -267,13 +267,18 @@ class Matchmaker:
 
     # ---- slot weights and consumption -----------------------------------------------
     def slot_weight(self, c: Candidate) -> float:
-        """SlotWeight of a slot as it stands (1 each without NEGOTIATOR_USE_SLOT_WEIGHTS)."""
+        """SlotWeight of a slot as it stands (1 each without NEGOTIATOR_USE_SLOT_WEIGHTS).
+
+        A SlotWeight that does not evaluate falls back to Cpus, HTCondor's default
+        SLOT_WEIGHT, as the pool's summed weight does, and is reported.
+        """
         if not self.use_slot_weights:
             return 1.0
         w = ads.as_number(ads.evaluate(c.ad.lookup("SlotWeight"), c.ad)) if "SlotWeight" in c.ad else None
         if w is None or w < 0:
-            self.errors.setdefault(c.name, "SlotWeight is undefined or not a number; using 1.0")
-            return 1.0
+            self.errors.setdefault(c.name, "SlotWeight is undefined or not a number; using Cpus")
+            cpus = ads.as_number(ads.get(c.ad, "Cpus"))
+            return cpus if cpus is not None and cpus >= 0 else 1.0
         return w
 
     def _consumed(self, request: classad2.ClassAd, c: Candidate) -> dict[str, int] | None:
@@ -310,6 +315,8 @@ class Matchmaker:
                     del request[attr]
                 else:
                     request[attr] = tree
+        if not self.use_slot_weights:
+            return consumed, 1.0  # weights off: every match is one (dynamic) slot
         before = self.slot_weight(c)
         original = {r: c.ad.lookup(r) for r in consumed}
         for r, amount in consumed.items():

@@ -1,0 +1,102 @@
+"""Draining machines at the startd, through `htcpool drain` and the DrainJobs RPC."""
+from __future__ import annotations
+
+from daemons.cli.client import PoolClient, wait_for
+
+from .conftest import PSLOT, attr, htcpool, wait_jobs, wait_slots
+
+TWO = "NUM_CPUS = 2\n" + PSLOT + "CLAIM_WORKLIFE = 0\n"
+
+
+async def _machine(c: PoolClient, host: str):
+    return (await c.ads("Machine", f'Machine == "{host}" && PartitionableSlot =?= true'))[0]
+
+
+async def test_graceful_drain_lets_the_job_finish_blocks_new_ones_and_cancel_restores(make_pool):
+    pool = make_pool(TWO + "MAXJOBRETIREMENTTIME = 100000\n")
+    async with PoolClient(pool.collector_address) as c:
+        await wait_slots(c, 1)
+        await c.submit("executable = /bin/sleep\narguments = 400\nqueue\n", "one.sub", "alice")
+        await wait_jobs(c, "JobStatus == 2", 1)
+        before = await _machine(c, "testhost")
+        assert attr(before, "Draining") is False
+        assert attr(before, "ExpectedMachineGracefulDrainingBadput") == 0  # the job would finish in time
+        assert attr(before, "ExpectedMachineQuickDrainingBadput") > 0      # a quick drain would lose its work
+        r = htcpool("drain", "testhost", "--reason", "defrag test", "--pool", pool.collector_address)
+        assert r.returncode == 0, r.stderr
+        await c.submit("executable = /bin/sleep\narguments = 10\nqueue\n", "late.sub", "alice")
+
+        async def draining():
+            m = await _machine(c, "testhost")
+            return m if attr(m, "Draining") is True else None
+        m = await wait_for(draining, timeout_s=20, what="the machine to advertise its drain")
+        assert attr(m, "DrainReason") == "defrag test"
+        assert attr(m, "State") == "Drained"
+        # The running job finishes; the new one does not start while the machine drains.
+        done = await wait_jobs(c, "ClusterId == 1", 1, history=True)
+        assert attr(done[0], "JobStatus") == 4
+
+        async def drained():
+            m = await _machine(c, "testhost")
+            return (attr(m, "State"), attr(m, "Activity")) == ("Drained", "Idle")
+        await wait_for(drained, timeout_s=20, what="the machine to be drained")
+        assert [attr(j, "JobStatus") for j in await c.jobs("ClusterId == 2")] == [1]
+        again = htcpool("drain", "testhost", "--pool", pool.collector_address)
+        assert again.returncode == 2 and "already draining" in again.stderr
+        cancel = htcpool("drain", "testhost", "--cancel", "--pool", pool.collector_address)
+        assert cancel.returncode == 0, cancel.stderr
+        await wait_jobs(c, "ClusterId == 2", 1, history=True, timeout_s=30)
+
+
+async def test_quick_drain_evicts_and_the_job_runs_again_elsewhere(make_pool):
+    pool = make_pool(TWO + "MachineMaxVacateTime = 30\n", machines=2)
+    async with PoolClient(pool.collector_address) as c:
+        await wait_slots(c, 2)
+        await c.submit("executable = /bin/sleep\narguments = 600\nqueue\n", "one.sub", "bob")
+        first = (await wait_jobs(c, "JobStatus == 2", 1))[0]
+        host = attr(first, "RemoteHost").split("@")[1]
+        other = "testhost-002" if host == "testhost-001" else "testhost-001"
+        r = htcpool("drain", host, "--how", "quick", "--pool", pool.collector_address)
+        assert r.returncode == 0, r.stderr
+
+        async def moved():
+            jobs = await c.jobs("JobStatus == 2 && NumJobStarts == 2")
+            return jobs or None
+        job = (await wait_for(moved, timeout_s=30, what="the evicted job to run again"))[0]
+        assert attr(job, "RemoteHost").split("@")[1] == other
+        assert attr(job, "LastRemoteHost").split("@")[1] == host
+        assert "quick drain" in attr(job, "VacateReason")
+        done = await wait_jobs(c, "true", 1, history=True, timeout_s=30)
+        assert attr(done[0], "JobStatus") == 4
+
+
+async def test_resume_on_completion_puts_the_machine_back(make_pool):
+    pool = make_pool(TWO + "MAXJOBRETIREMENTTIME = 100000\n")
+    async with PoolClient(pool.collector_address) as c:
+        await wait_slots(c, 1)
+        await c.submit("executable = /bin/sleep\narguments = 200\nqueue\n", "one.sub", "carol")
+        await wait_jobs(c, "JobStatus == 2", 1)
+        await c.drain("testhost", resume_on_completion=True)
+        await wait_jobs(c, "true", 1, history=True)
+
+        async def resumed():
+            m = await _machine(c, "testhost")
+            return attr(m, "Draining") is False and attr(m, "State") == "Unclaimed"
+        await wait_for(resumed, timeout_s=20, what="the machine back in service")
+
+
+async def test_bad_drains_are_refused_and_change_nothing(make_pool):
+    pool = make_pool(TWO)
+    async with PoolClient(pool.collector_address) as c:
+        await wait_slots(c, 1)
+    for args, message in ((["nosuchhost"], "no machine 'nosuchhost' in the pool"),
+                          (["testhost", "--check", "Cpus >"], "check expression: cannot parse 'Cpus >'"),
+                          (["testhost", "--check", "Cpus > 100"], "check expression 'Cpus > 100' is not true"),
+                          (["testhost", "--start", "(("], "start expression: cannot parse"),
+                          (["testhost", "--cancel"], "testhost is not draining")):
+        r = htcpool("drain", *args, "--pool", pool.collector_address)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert message in r.stderr, (args, r.stderr)
+    async with PoolClient(pool.collector_address) as c:
+        m = await _machine(c, "testhost")
+        assert (attr(m, "Draining"), attr(m, "State")) == (False, "Unclaimed")
