@@ -34,7 +34,8 @@ async def test_one_cycle_packs_jobs_into_several_partitionable_slot_types(make_p
         assert cycle.matches == 12
         running = await wait_jobs(c, "JobStatus == 2", 12)
         assert {attr(j, "RemoteHost").split("_")[0] for j in running} == {"slot1", "slot2"}
-        dslots = await c.ads("Machine", "DynamicSlot =?= true")
+        # The startd's update of its slot ads may trail the schedd's view by a moment.
+        dslots = await wait_slots(c, 12, "DynamicSlot =?= true")
         assert sorted(attr(d, "Name").split("@")[0] for d in dslots) == sorted(
             [f"slot1_{i}" for i in range(1, 9)] + [f"slot2_{i}" for i in range(1, 5)])
         assert {attr(d, "Cpus") for d in dslots} == {1}
