@@ -583,20 +583,29 @@ class NegotiatorDaemon(Daemon):
         count = max(1, req.count)
         i = 0
         while i < count:
-            log.info("    Request %05d.%05d:  autocluster %s (request count %d of %d)",
-                     int(cluster), int(proc), ac, i + 1, count)
             rec.considered += 1
             exceeded = self.accountant.limits_exceeded(limits) if limits else []
+            found: list[Match] = []
+            reason = ""
             if exceeded:
-                result: Match | Any = None
                 reason = f"concurrency limit {', '.join(exceeded)} reached"
             elif session.used >= session.limit:
-                result, reason = None, "submitter limit exceeded"
-                session.limited = True
-            else:
+                reason = "submitter limit exceeded"
+            elif limits or self.cfg.depth_first:
+                # Each match moves a limit counter or the depth-first count: one at a time.
                 result = mm.match(ad, session.used, session.limit)
-                reason = getattr(result, "reason", "")
-            if isinstance(result, Match):
+                if isinstance(result, Match):
+                    found = [result]
+                else:
+                    reason = result.reason
+            else:
+                # One evaluation of the slot groups serves the rest of the request.
+                found, rejection = mm.match_many(ad, count - i, session.used, session.limit)
+                reason = rejection.reason if rejection is not None else ""
+                rec.considered += max(0, len(found) - 1)
+            for result in found:
+                log.info("    Request %05d.%05d:  autocluster %s (request count %d of %d)",
+                         int(cluster), int(proc), ac, i + 1, count)
                 rec.matches += 1
                 session.matches += 1
                 session.used += result.cost
@@ -611,7 +620,12 @@ class NegotiatorDaemon(Daemon):
                 if self.cfg.depth_first and not result.consumed and result.jobs_in_slot > 1:
                     # The schedd packs this many more of the autocluster into the p-slot's leftovers.
                     i += result.jobs_in_slot - 1
-            else:
+            if found and mm.available == 0:
+                return
+            if reason:
+                if not found:
+                    log.info("    Request %05d.%05d:  autocluster %s (request count %d of %d)",
+                             int(cluster), int(proc), ac, i + 1, count)
                 rec.rejections += 1
                 if reason == "submitter limit exceeded":
                     session.limited = True
@@ -620,8 +634,6 @@ class NegotiatorDaemon(Daemon):
                     request_id=req.request_id, reason=reason)))
                 if isinstance(ac, int) and ac >= 0:
                     rejected.add(ac)
-                return
-            if mm.available == 0:
                 return
 
     def _parse_slot(self, text: str) -> classad2.ClassAd:

@@ -379,6 +379,66 @@ class Matchmaker:
         return Match(best.name, best.claim_id, text, best_key[:3], addr if isinstance(addr, str) else "<0.0.0.0:0>",
                      best_cost, tuple(sorted(best_consumed.items())), jobs_in_slot)
 
+    def match_many(self, request: classad2.ClassAd, count: int, used: float = 0.0,
+                   allowed: float = float("inf")) -> tuple[list[Match], Rejection | None]:
+        """Up to `count` matches for one request, the same slots `count` calls of match() pick.
+
+        One evaluation of the groups serves many matches: members of the best group are
+        taken in name order for as long as they still beat the best other group (equal
+        members rank alike; only their order differs). Slots with a consumption policy
+        change with each match, so they are taken one at a time.
+        """
+        from daemons.negotiator.fairshare import permits
+
+        out: list[Match] = []
+        while len(out) < count:
+            self.considered += 1
+            request["CurrentTime"] = int(self.now)
+            job_rank = request.lookup("Rank") if "Rank" in request else None
+            slow = self._request_is_slow(request)
+            best = second = None   # (key, group, candidate, cost, consumed)
+            limited = 0
+            for g in self.groups:
+                for c in (g.members if slow else g.members[:1]):
+                    scored = self._score(request, job_rank, c)
+                    if scored is None:
+                        continue
+                    ranks, cost, consumed = scored
+                    if not permits(used, cost, allowed):
+                        limited += 1
+                        continue
+                    entry = (ranks + (-c.order,), g, c, cost, consumed)
+                    if best is None or entry[0] > best[0]:
+                        second, best = best, entry
+                    elif second is None or entry[0] > second[0]:
+                        second = entry
+            if best is None:
+                return out, Rejection(SUBMITTER_LIMIT if limited else NO_MATCH)
+            key, group, c, cost, consumed = best
+            ranks = key[:3]
+            takers = [c] if (c.consumption or slow) else list(group.members)
+            for m in takers:
+                if len(out) >= count or not permits(used, cost, allowed):
+                    break
+                if m is not c and second is not None and (ranks + (-m.order,)) <= second[0]:
+                    break  # another group's slot comes first now: evaluate again
+                out.append(self._emit(request, group, m, ranks, cost, consumed))
+                used += cost
+                if m is not c:
+                    self.considered += 1
+            if len(out) < count and not self.groups:
+                return out, Rejection(NO_MATCH)
+        return out, None
+
+    def _emit(self, request: classad2.ClassAd, group: Group, c: Candidate, ranks: tuple, cost: float,
+              consumed: dict[str, int]) -> Match:
+        jobs_in_slot = self._jobs_in_slot(request, c)
+        text = repr(c.ad)
+        self._take(group, c, consumed)
+        addr = ads.get(c.ad, "StartdIpAddr")
+        return Match(c.name, c.claim_id, text, ranks, addr if isinstance(addr, str) else "<0.0.0.0:0>", cost,
+                     tuple(sorted(consumed.items())), jobs_in_slot)
+
     def _jobs_in_slot(self, request: classad2.ClassAd, c: Candidate) -> int:
         """How many jobs like this one the slot could hold (matchmaker.cpp jobsInSlot)."""
         cpus = ads.as_number(ads.get(c.ad, "Cpus")) or 0

@@ -436,7 +436,11 @@ class Machine:
         c = slot.claim
         if c is None or slot.activity not in (BUSY, RETIRING):
             return None
-        ev = JobEvent("exited", c.id, c.job_id, self.name_of(slot), c.schedd_address, now, job_start=c.job_start)
+        # The job exited at its declared end; a timer that fired late on a busy host only
+        # delays the news, not the exit (RemoteWallClockTime stays the declared duration).
+        exit_time = c.job_end if 0 < c.job_end <= now else now
+        ev = JobEvent("exited", c.id, c.job_id, self.name_of(slot), c.schedd_address, exit_time,
+                      job_start=c.job_start)
         self._clear_job(slot, now)
         return ev
 

@@ -18,10 +18,15 @@ async def test_graceful_drain_lets_the_job_finish_blocks_new_ones_and_cancel_res
         await wait_slots(c, 1)
         await c.submit("executable = /bin/sleep\narguments = 400\nqueue\n", "one.sub", "alice")
         await wait_jobs(c, "JobStatus == 2", 1)
-        before = await _machine(c, "testhost")
+
+        # The ad sent at the claim is made the instant the job starts (no badput yet);
+        # the next periodic update carries the work a quick drain would lose.
+        async def running_for_a_while():
+            m = await _machine(c, "testhost")
+            return m if attr(m, "ExpectedMachineQuickDrainingBadput") > 0 else None
+        before = await wait_for(running_for_a_while, timeout_s=20, what="the machine ad to count the job's work")
         assert attr(before, "Draining") is False
         assert attr(before, "ExpectedMachineGracefulDrainingBadput") == 0  # the job would finish in time
-        assert attr(before, "ExpectedMachineQuickDrainingBadput") > 0      # a quick drain would lose its work
         r = htcpool("drain", "testhost", "--reason", "defrag test", "--pool", pool.collector_address)
         assert r.returncode == 0, r.stderr
         await c.submit("executable = /bin/sleep\narguments = 10\nqueue\n", "late.sub", "alice")

@@ -112,3 +112,32 @@ def test_the_cache_spares_reanalysing_unchanged_slots():
     assert len(cache._by_text) == 5
     Matchmaker.from_ads([classad2.ClassAd(t) for t in texts], MatchPolicy(), 2000.0, texts, cache)
     assert len(cache._by_text) == 5
+
+
+def test_match_many_takes_the_slots_repeated_single_matches_take():
+    for seed in range(20):
+        rng = random.Random(100 + seed)
+        slots = _pool(rng)
+        hosts = sorted({s.eval("Machine") for s in slots})
+        for policy in (MatchPolicy(), MatchPolicy(PRE, POST)):
+            one = Matchmaker.from_ads([classad2.ClassAd(repr(s)) for s in slots], policy, 1000.0)
+            many = Matchmaker.from_ads([classad2.ClassAd(repr(s)) for s in slots], policy, 1000.0)
+            for req in _requests(rng, hosts)[:8]:
+                count = rng.randint(1, 12)
+                singles = []
+                for _ in range(count):
+                    r = one.match(classad2.ClassAd(repr(req)))
+                    if not isinstance(r, Match):
+                        break
+                    singles.append(r.slot_name)
+                got, rejection = many.match_many(classad2.ClassAd(repr(req)), count)
+                assert [m.slot_name for m in got] == singles, (seed, policy)
+                assert (rejection is None) == (len(singles) == count)
+
+
+def test_match_many_evaluates_each_group_once_for_many_matches():
+    slots = [slot(f"h{i:03d}", 1, 4, 8192) for i in range(200)]
+    mm = Matchmaker.from_ads(slots, MatchPolicy(), 1000.0)
+    got, rejection = mm.match_many(request(1, 1024), 150)
+    assert (len(got), rejection, mm.evaluations) == (150, None, 1)
+    assert [m.slot_name for m in got] == [f"slot1@h{i:03d}" for i in range(150)]
