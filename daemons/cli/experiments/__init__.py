@@ -30,4 +30,6 @@ def _autocluster(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], i
 
 EXPERIMENTS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Callable[[argparse.Namespace], int]]]] = {
     "autocluster": ("seed 000: match fraction with and without autoclustering", _autocluster),
+    "cadence": ("seed 004: slot and pool loading factor against NEGOTIATOR_INTERVAL",
+                lambda p: __import__("daemons.cli.experiments.cadence", fromlist=["cadence"]).add_arguments(p)),
 }
