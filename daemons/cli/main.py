@@ -7,6 +7,7 @@ import getpass
 import json
 import logging
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -64,8 +65,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     if (state / "pool.json").exists():
         raise CliError(f"a pool is already recorded in {state.resolve()}; run 'htcpool down' first")
     env = {"_CONDOR_TIME_SCALE": str(args.time_scale)} if args.time_scale else {}
+    roles = ("collector", "negotiator", "schedd", "startd") + tuple(dict.fromkeys(args.with_roles))
     pool = LocalPool(state, args.config, machines=args.machines, startds=args.startds, env=env,
-                     tie_to_parent=False)
+                     tie_to_parent=False, roles=roles)
     try:
         pool.start()
     except ConfigError as e:
@@ -441,8 +443,12 @@ def _cmd_act(action_name: str):
 # ---- daemon / demo / bench -----------------------------------------------------------
 def cmd_daemon(args: argparse.Namespace) -> int:
     from daemons.core.runner import run
+    options = args.options
+    if options and args.role != "drainboss":
+        raise CliError(f"unexpected arguments {shlex.join(options)!r}: only drainboss takes options", EXIT_USAGE)
     return run(args.role, args.config, address_file=args.address_file, machines=args.machines,
-               host_prefix=args.host_prefix, name=args.name, seed=args.seed)
+               host_prefix=args.host_prefix, name=args.name, seed=args.seed,
+               options=shlex.join(options))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -479,6 +485,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--machines", type=int, default=1, help="machines each startd emulates (default 1)")
     s.add_argument("--startds", type=int, default=1, help="startd processes (default 1)")
     s.add_argument("--time-scale", type=float, help="pool seconds per wall second (overrides TIME_SCALE)")
+    s.add_argument("--with", dest="with_roles", action="append", default=[], choices=("defrag", "drainboss"),
+                   help="also run this draining daemon (repeatable)")
     s.set_defaults(fn=cmd_up)
 
     s = sub.add_parser("down", help="stop the pool started by 'up'")
@@ -546,8 +554,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--constraint")
     s.set_defaults(fn=_cmd_act("qedit"))
 
-    s = sub.add_parser("daemon", help="run one daemon in the foreground")
-    s.add_argument("role", help="collector, negotiator, schedd or startd")
+    s = sub.add_parser("daemon", help="run one daemon in the foreground",
+                       epilog="drainboss takes seed 003's options after --, for example "
+                              "'htcpool daemon drainboss --config pool.conf -- --setpoint 250 --test'")
+    s.add_argument("role", help="collector, negotiator, schedd, startd, defrag or drainboss")
     s.add_argument("--config", help="HTCondor configuration file")
     s.add_argument("--address-file", help="write {address, status_url, pid} here once serving")
     s.add_argument("--machines", type=int, default=1, help="startd: machines to emulate")
@@ -589,7 +599,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after a bare -- is the daemon's own command line (drainboss's seed options).
+    options = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = build_parser().parse_args(argv[:len(argv) - len(options) - 1] if options or "--" in argv else argv)
+    args.options = options
     if args.command != "daemon":
         # Retry chatter belongs in daemon logs; a command reports the outcome once.
         logging.getLogger("htcpool").addHandler(logging.NullHandler())

@@ -63,7 +63,8 @@ class LocalPool:
                  machines: int = 1, startds: int = 1, host_prefix: str | None = None,
                  env: dict[str, str] | None = None, tie_to_parent: bool = True,
                  roles: tuple[str, ...] = ("collector", "negotiator", "schedd", "startd"),
-                 startd_specs: list[StartdSpec] | None = None) -> None:
+                 startd_specs: list[StartdSpec] | None = None,
+                 daemon_args: dict[str, list[str]] | None = None) -> None:
         self.state_dir = Path(state_dir).resolve()
         self.config_file = Path(config_file).resolve() if config_file else None
         self.machines = machines
@@ -73,6 +74,7 @@ class LocalPool:
         self.extra_env = dict(env or {})
         self.tie_to_parent = tie_to_parent
         self.roles = roles
+        self.daemon_args = dict(daemon_args or {})   # extra command-line arguments by role
         self.daemons: dict[str, DaemonProc] = {}
         self.epoch = time.time()
         self.collector_address = ""
@@ -173,7 +175,7 @@ class LocalPool:
                     config = self.startd_specs[i - 1].config_file.resolve() if self.startd_specs else None
                     pending.append(self._spec(key, "startd", self._startd_args(i), config))
             else:
-                pending.append(self._spec(role, role))
+                pending.append(self._spec(role, role, self.daemon_args.get(role)))
         for d in pending:
             self._launch(d)
         for d in pending:

@@ -20,11 +20,11 @@ from daemons.core.common import SUBSYS, read_common
 from daemons.core.config import ConfigError
 from daemons.core.daemon import Daemon
 
-ROLES = ("collector", "negotiator", "schedd", "startd")
+ROLES = ("collector", "negotiator", "schedd", "startd", "defrag", "drainboss")
 
 
 def build_daemon(role: str, param: configmod.Param, *, name: str | None = None, machines: int = 1,
-                 host_prefix: str | None = None, seed: int = 0) -> Daemon:
+                 host_prefix: str | None = None, seed: int = 0, options: str = "") -> Daemon:
     common = read_common(param, role, name=name)
     if role == "collector":
         from daemons.collector.daemon import CollectorConfig, CollectorDaemon
@@ -42,6 +42,20 @@ def build_daemon(role: str, param: configmod.Param, *, name: str | None = None, 
             raise ConfigError(f"--machines {machines}: a startd emulates at least one machine")
         hosts = host_names(common.full_hostname, machines, host_prefix)
         return StartdDaemon(common, read_startd_config(param), hosts, seed=seed)
+    if role == "defrag":
+        from daemons.defrag.config import DefragConfig
+        from daemons.defrag.daemon import DefragDaemon
+        return DefragDaemon(common, DefragConfig.from_param(param, common.spool_dir), seed=seed)
+    if role == "drainboss":
+        from daemons.drainboss.config import DrainBossConfig, SettingsError, with_options
+        from daemons.drainboss.daemon import DrainBossDaemon
+        cfg = DrainBossConfig.from_param(param, common.spool_dir)
+        if options:
+            try:
+                cfg = with_options(cfg, options)
+            except SettingsError as e:
+                raise ConfigError(f"drainboss option {e}") from None
+        return DrainBossDaemon(common, cfg, seed=seed)
     raise ConfigError(f"unknown daemon role {role!r}; one of {', '.join(ROLES)}")
 
 
@@ -103,13 +117,14 @@ async def serve(daemon: Daemon, address_file: Path | None) -> int:
 
 
 def run(role: str, config_path: str | None, *, address_file: str | None = None, machines: int = 1,
-        host_prefix: str | None = None, name: str | None = None, seed: int = 0) -> int:
+        host_prefix: str | None = None, name: str | None = None, seed: int = 0, options: str = "") -> int:
     if role not in SUBSYS or role not in ROLES:
         print(f"htcpool daemon: unknown role {role!r}; one of {', '.join(ROLES)}", file=sys.stderr)
         return 2
     try:
         param = configmod.load(config_path)
-        daemon = build_daemon(role, param, name=name, machines=machines, host_prefix=host_prefix, seed=seed)
+        daemon = build_daemon(role, param, name=name, machines=machines, host_prefix=host_prefix, seed=seed,
+                              options=options)
     except ConfigError as e:
         print(f"htcpool daemon {role}: {e}", file=sys.stderr)
         return 2

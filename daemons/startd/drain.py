@@ -139,7 +139,10 @@ def start_drain(machine: "Machine", how: str, resume_on_completion: bool, check_
         except ads.AdError as e:
             raise DrainError("bad_expression", str(e)) from None
         for s in machine.slots.values():
-            if not ads.is_true(ads.evaluate(check, machine.classad(s, now))):
+            # The check sees each slot's advertised ad, drain forecast included (the
+            # defrag daemon's check bounds ExpectedMachineGracefulDraining*).
+            advertised = ads.parse_ad(ads.ad_text(machine.slot_ad(s, now)), machine.name_of(s))
+            if not ads.is_true(ads.evaluate(check, advertised)):
                 raise DrainError("check_failed", f"check expression {check_expr.strip()!r} is not true for "
                                                  f"{machine.name_of(s)}")
     state = DrainState(request_id or f"{machine.host}#{int(now)}#{next(_ids)}", how, resume_on_completion,

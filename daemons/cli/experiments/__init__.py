@@ -32,4 +32,7 @@ EXPERIMENTS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Callable[[
     "autocluster": ("seed 000: match fraction with and without autoclustering", _autocluster),
     "cadence": ("seed 004: slot and pool loading factor against NEGOTIATOR_INTERVAL",
                 lambda p: __import__("daemons.cli.experiments.cadence", fromlist=["cadence"]).add_arguments(p)),
+    "multicore": ("seed 003: running multicore jobs and drain wastage with no controller, defrag or DrainBoss",
+                  lambda p: __import__("daemons.cli.experiments.multicore_args",
+                                       fromlist=["multicore_args"]).add_arguments(p)),
 }
