@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import math
 import random
 import shutil
 import sys
@@ -325,8 +324,8 @@ def run(args: argparse.Namespace) -> int:
     emit("")
     print_table(["autoclustering", "jobs", "autoclusters", "considered/cycle", "matched/cycle",
                  "match fraction", "cycle wall s", "cycle pool s"], rows)
-    emit(f"seed 000 (CS pool, six days): 5831 jobs into 372 autoclusters; match fraction 10.0% without, "
-         f"64.3% with")
+    emit("seed 000 (CS pool, six days): 5831 jobs into 372 autoclusters; match fraction 10.0% without, "
+         "64.3% with")
     on, off = results["on"], results["off"]
     if off["considered_per_cycle"]:
         emit(f"autoclustering cut the ads considered per cycle {off['considered_per_cycle'] / max(1, on['considered_per_cycle']):.1f}x "
