@@ -281,7 +281,16 @@ def _q_analyze(args: argparse.Namespace) -> int:
 
 
 STATUS_TYPES = {"startd": "Machine", "schedd": "Scheduler", "submitters": "Submitter",
-                "negotiator": "Negotiator", "collector": "Collector", "any": "Any"}
+                "negotiator": "Negotiator", "collector": "Collector", "defrag": "Defrag",
+                "drainboss": "DrainBoss", "any": "Any"}
+# The columns `status --defrag` / `--drainboss` print: each daemon's counts and last decision.
+DRAINER_COLUMNS = {
+    "Defrag": ("MachinesDraining", "WholeMachines", "DrainedMachines", "DrainSuccesses", "DrainFailures",
+               "CancelledDrains", "AvgDrainingBadput", "DefragPolls"),
+    "DrainBoss": ("Setpoint", "RunningMulticore", "QueuedMulticore", "RunningSinglecore", "QueuedSinglecore",
+                  "ControllerError", "ProportionalTerm", "IntegralTerm", "ControllerOutput", "DrainsStarted",
+                  "DrainsCancelled", "DrainFailures", "RunErrors", "TestMode"),
+}
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -315,6 +324,12 @@ def cmd_status(args: argparse.Namespace) -> int:
                   f"{state:<9} {str(_value(r, 'Activity')):<8} {float(_value(r, 'LoadAvg') or 0):>6.3f} "
                   f"{_value(r, 'Memory') or 0:>6} {_duration(act_time):>12}")
         print(f"\nTotal {len(rows)}: " + ", ".join(f"{n} {s}" for s, n in sorted(totals.items())))
+    elif my_type in DRAINER_COLUMNS:
+        for r in rows:
+            print(str(_value(r, "Name")))
+            for attr in DRAINER_COLUMNS[my_type]:
+                v = _value(r, attr)
+                print(f"  {attr:<20} {'-' if v is None else (f'{v:.4g}' if isinstance(v, float) else v)}")
     else:
         for r in rows:
             print(f"{str(_value(r, 'Name')):<40} {str(_value(r, 'MyAddress') or _value(r, 'ScheddIpAddr') or '')}")

@@ -96,3 +96,34 @@ def test_up_honours_collector_host_and_per_daemon_ports(tmp_path):
         assert r.stdout.strip() == f"<127.0.0.1:{schedd}>"
     finally:
         assert htcpool("down", "--state-dir", state).returncode == 0
+
+
+def test_up_with_the_draining_daemons_and_their_status(tmp_path):
+    cfg = tmp_path / "drain.conf"
+    cfg.write_text(FAST + "NUM_CPUS = 8\n" + PSLOT + "DEFRAG_INTERVAL = 60\nDRAINBOSS_INTERVAL = 60\n"
+                   "DRAINBOSS_SETPOINT = 2\n")
+    state = str(tmp_path / "state")
+    up = htcpool("up", "--config", str(cfg), "--state-dir", state, "--with", "defrag", "--with", "drainboss")
+    try:
+        assert up.returncode == 0, up.stderr
+        daemons = json.loads((tmp_path / "state" / "pool.json").read_text())["daemons"]
+        assert {"defrag", "drainboss"} <= set(daemons)
+        pids = [d["pid"] for d in daemons.values()]
+
+        def polled(kind: str, attr: str):
+            r = htcpool("status", "--state-dir", state, f"--{kind}", "--json")
+            found = json.loads(r.stdout) if r.returncode == 0 else []
+            return found[0] if found and found[0].get(attr, 0) >= 1 else None
+        defrag = wait_until(lambda: polled("defrag", "DefragPolls"), timeout_s=30, what="a defrag poll")
+        assert defrag["MyType"] == "Defrag" and defrag["MachinesDraining"] == 0
+        boss = wait_until(lambda: polled("drainboss", "DrainBossRuns"), timeout_s=30, what="a DrainBoss run")
+        assert boss["Setpoint"] == 2
+        table = htcpool("status", "--state-dir", state, "--drainboss")
+        assert table.returncode == 0, table.stderr
+        assert "  Setpoint             2" in table.stdout and "ControllerOutput" in table.stdout
+        table = htcpool("status", "--state-dir", state, "--defrag")
+        assert "  MachinesDraining     0" in table.stdout and "AvgDrainingBadput" in table.stdout
+    finally:
+        down = htcpool("down", "--state-dir", state)
+    assert down.returncode == 0, down.stderr
+    assert [p for p in pids if _alive(p)] == []

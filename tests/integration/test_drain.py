@@ -46,8 +46,10 @@ async def test_graceful_drain_lets_the_job_finish_blocks_new_ones_and_cancel_res
             return (attr(m, "State"), attr(m, "Activity")) == ("Drained", "Idle")
         await wait_for(drained, timeout_s=20, what="the machine to be drained")
         assert [attr(j, "JobStatus") for j in await c.jobs("ClusterId == 2")] == [1]
-        again = htcpool("drain", "testhost", "--pool", pool.collector_address)
+        again = htcpool("drain", "testhost", "--how", "fast", "--reason", "again", "--pool", pool.collector_address)
         assert again.returncode == 2 and "already draining" in again.stderr
+        m = await _machine(c, "testhost")   # the first drain stands, unchanged
+        assert (attr(m, "DrainReason"), attr(m, "DrainHow"), attr(m, "State")) == ("defrag test", "graceful", "Drained")
         cancel = htcpool("drain", "testhost", "--cancel", "--pool", pool.collector_address)
         assert cancel.returncode == 0, cancel.stderr
         await wait_jobs(c, "ClusterId == 2", 1, history=True, timeout_s=30)

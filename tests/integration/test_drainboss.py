@@ -119,3 +119,15 @@ def test_out_of_range_settings_stop_the_daemon_before_it_starts(tmp_path: Path, 
     assert r.returncode == 2, r.stderr
     assert message in r.stderr
     assert "line 2" in r.stderr
+
+
+def test_out_of_range_options_on_the_command_line_stop_the_daemon(tmp_path: Path):
+    cfg = tmp_path / "pool.conf"
+    cfg.write_text("COLLECTOR_HOST = 127.0.0.1:1\n")
+    for options, message in ((["--setpoint", "-5"], "--setpoint -5: must be 0 or more"),
+                             (["--reset", "0"], "--reset 0: must be more than 0 seconds"),
+                             (["--maxtodrain", "-1"], "--maxtodrain -1: must be 0 or more nodes"),
+                             (["--sepoint", "5"], "unrecognized arguments: --sepoint 5")):
+        r = htcpool("daemon", "drainboss", "--config", str(cfg), "--", *options, timeout=60)
+        assert r.returncode == 2, (options, r.stderr)
+        assert message in r.stderr, (options, r.stderr)

@@ -52,6 +52,7 @@ def test_submit_text_puts_each_kind_in_its_group():
     assert "request_cpus = 8\n" in text and "accounting_group = group_mcore\n" in text
     assert text.count("\nqueue") == 2 and "+Duration = 7200\n" in text
     assert "accounting_group = group_score\n" in submit_text("sc", [60], 1)
+    assert "accounting_group" not in submit_text("mc", [60], 8, grouped=False)
 
 
 def test_rals_settings_scaled_to_100_machines():
@@ -68,10 +69,27 @@ def test_experiment_options_and_bad_ones():
     assert (s.machines, s.cpus, s.setpoint, s.maxtodrain, s.keepgoing) == (100, 8, 30, 1, True)
     assert (s.propband, s.reset) == (196, 234823)   # SIMC for 3 h jobs on 8 cores, runs every 300 s
     assert s.defrag == {"per_hour": 30 * 100 / 784, "max_concurrent": 8, "max_whole": 38, "interval": 600}
+    assert s.priority == "group"
     with pytest.raises(ValueError, match="--setpoint -1"):
         settings_from(p.parse_args(["--setpoint", "-1"]))
     with pytest.raises(ValueError, match="--reset 0"):
         settings_from(p.parse_args(["--reset", "0"]))
+
+
+def test_priority_routes_in_the_pool_configuration():
+    from daemons.cli.experiments.multicore import pool_config, settings_from
+
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    p.add_argument("--seed", type=int, default=0)
+    grouped = pool_config(settings_from(p.parse_args([])))
+    assert "GROUP_NAMES = group_mcore, group_score\n" in grouped
+    assert 'GROUP_SORT_EXPR = ifThenElse(AccountingGroup =?= "<none>", 3.4e+38, ifThenElse(regexp("mcore"' in grouped
+    for route in ("factor", "none"):
+        config = pool_config(settings_from(p.parse_args(["--priority", route])))
+        assert "GROUP_NAMES" not in config and "GROUP_SORT_EXPR" not in config
+    with pytest.raises(SystemExit):
+        p.parse_args(["--priority", "sc-first"])
 
 
 # ---- tuning ------------------------------------------------------------------------------------

@@ -12,11 +12,14 @@ for a long stretch of pool time, with one of three controllers:
   the pool's size;
 - drainboss: the PI controller with a setpoint of running multicore jobs.
 
-Both controllers rely on the schedd side preferring multicore work: the jobs carry
-accounting groups group_mcore / group_score and the configuration has the seed's
-GROUP_SORT_EXPR (multicore groups first). A negotiator that does not implement
-GROUP_SORT_EXPR negotiates submitters in name order, which also puts
-group_mcore.mc@... first.
+Both controllers rely on the negotiator preferring multicore work, or a drained
+machine goes back to single-core jobs. `--priority` picks how, as the seed tried:
+- group (default): the jobs carry accounting groups group_mcore / group_score and the
+  configuration has the seed's GROUP_SORT_EXPR, which negotiates the multicore group
+  first in every allocation round;
+- factor: no groups; the multicore submitter's priority factor is set to 250 against
+  HTCondor's default 1000 (the seed's "condor_userprio -setfactor 250" cron job);
+- none: neither; fair share alone (which favours whoever uses less of the pool).
 
 Every sample interval the experiment counts running and queued jobs of each kind at
 the schedd and the draining machines and free cores in the collector; it writes the
@@ -61,6 +64,7 @@ GROUP_SORT_EXPR = ('ifThenElse(AccountingGroup =?= "<none>", 3.4e+38, '
 
 POOL_CONFIG = """\
 NETWORK_HOSTNAME = farm
+UID_DOMAIN = farm
 TIME_SCALE = {time_scale:g}
 NUM_CPUS = {cpus}
 MEMORY = {memory}
@@ -73,12 +77,7 @@ UPDATE_INTERVAL = 300
 SCHEDD_INTERVAL = 300
 # Sites that drain gracefully let jobs run to their end.
 MAXJOBRETIREMENTTIME = 4 * 86400
-# Multicore work first (seed 003): accounting groups and the seed's GROUP_SORT_EXPR.
-GROUP_NAMES = group_mcore, group_score
-GROUP_QUOTA_DYNAMIC_group_mcore = 0.5
-GROUP_QUOTA_DYNAMIC_group_score = 0.5
-GROUP_ACCEPT_SURPLUS = True
-GROUP_SORT_EXPR = {group_sort_expr}
+{priority_config}
 # defrag: RAL's settings for 784 nodes, scaled to {machines}
 DEFRAG_INTERVAL = {defrag_interval}
 DEFRAG_DRAINING_MACHINES_PER_HOUR = {defrag_per_hour:.4f}
@@ -98,6 +97,16 @@ DRAINBOSS_NODE_CHOICE = {node_choice}
 DRAINBOSS_MULTICORE_CPUS = {mc_cpus}
 DRAINBOSS_WIDE_CPUS = {mc_cpus}
 """
+GROUPS_CONFIG = """\
+# Multicore work first (seed 003): accounting groups and the seed's GROUP_SORT_EXPR.
+GROUP_NAMES = group_mcore, group_score
+GROUP_QUOTA_DYNAMIC_group_mcore = 0.5
+GROUP_QUOTA_DYNAMIC_group_score = 0.5
+GROUP_ACCEPT_SURPLUS = True
+GROUP_SORT_EXPR = {group_sort_expr}"""
+# The seed's other route: "condor_userprio -setfactor 250" for the multicore submitter.
+MULTICORE_FACTOR = 250.0
+PRIORITIES = ("group", "factor", "none")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,6 +126,7 @@ class Settings:
     keepgoing: bool
     node_choice: str
     drainboss_interval: int
+    priority: str
     workload: Workload
     seed: int
     tuning: Tuning
@@ -165,18 +175,27 @@ def settings_from(args: argparse.Namespace) -> Settings:
                   drought_mean_s=args.drought_hours * 3600, feed_interval_s=args.sample_interval)
     return Settings(machines, args.cpus, args.hours, args.warmup_hours, args.time_scale, args.sample_interval,
                     args.negotiator_interval, setpoint, propband, reset, args.lookback, args.maxtodrain,
-                    args.keepgoing, args.node_choice, args.drainboss_interval, wl, args.seed, tuning)
+                    args.keepgoing, args.node_choice, args.drainboss_interval,
+                    args.priority, wl, args.seed, tuning)
 
 
 def pool_config(s: Settings) -> str:
     d = s.defrag
     return POOL_CONFIG.format(
         time_scale=s.time_scale, cpus=s.cpus, memory=s.cpus * 2048, negotiator_interval=s.negotiator_interval,
-        group_sort_expr=GROUP_SORT_EXPR, machines=s.machines, defrag_interval=d["interval"],
+        priority_config=priority_config(s.priority), machines=s.machines, defrag_interval=d["interval"],
         defrag_per_hour=d["per_hour"], defrag_max_concurrent=d["max_concurrent"], defrag_max_whole=d["max_whole"],
         mc_cpus=s.cpus, drainboss_interval=s.drainboss_interval, setpoint=s.setpoint, propband=s.propband,
         reset=s.reset, lookback=s.lookback, maxtodrain=s.maxtodrain, keepgoing=s.keepgoing,
         node_choice=s.node_choice)
+
+
+def priority_config(priority: str) -> str:
+    if priority == "group":
+        return GROUPS_CONFIG.format(group_sort_expr=GROUP_SORT_EXPR)
+    if priority == "factor":
+        return f"# Multicore work first by the submitter's priority factor ({MULTICORE_FACTOR:g}; set at start-up)."
+    return "# No preference for multicore work: fair share alone."
 
 
 # ---- one run ---------------------------------------------------------------------------
@@ -195,7 +214,8 @@ class Feeder:
         wl = self.s.workload
         mean = wl.multicore_mean_s if kind == "mc" else wl.singlecore_mean_s
         cpus = wl.multicore_cpus if kind == "mc" else 1
-        text = submit_text(kind, [duration(self.rng, mean) for _ in range(n)], cpus)
+        text = submit_text(kind, [duration(self.rng, mean) for _ in range(n)], cpus,
+                           grouped=self.s.priority == "group")
         await self.c.submit(text, f"{kind}.sub", kind)
         self.submitted[kind] += n
 
@@ -245,6 +265,8 @@ async def run_controller(controller: str, s: Settings, state: Path, emit) -> dic
             async def machines_up():
                 return len(await c.ads("Machine", "PartitionableSlot", ["Name"])) >= s.machines
             await wait_for(machines_up, timeout_s=120, what=f"{s.machines} machines")
+            if s.priority == "factor":
+                await c.set_userprio("mc@farm", factor=MULTICORE_FACTOR)
             # Fill the pool with single-core work first, as a farm is before multicore jobs
             # come: multicore delivery starts once the first negotiation cycles have run.
             fill_s = max(1800.0, 4.0 * s.negotiator_interval)
@@ -317,6 +339,10 @@ def run(args: argparse.Namespace) -> int:
          f"and {wl.multicore_queued} {wl.multicore_cpus}-core jobs (mean {wl.multicore_mean_s / 3600:g} h) waiting; "
          + (f"multicore droughts of mean {wl.drought_mean_s / 3600:g} h every {wl.delivery_mean_s / 3600:g} h"
             if wl.drought_mean_s > 0 else "no multicore droughts"))
+    emit("  multicore work first by " + {
+        "group": "accounting groups and the seed's GROUP_SORT_EXPR (group_mcore sorts first)",
+        "factor": f"the multicore submitter's priority factor ({MULTICORE_FACTOR:g} against 1000), no groups",
+        "none": "nothing: fair share alone, no groups"}[s.priority])
     emit(f"  defrag: RAL's settings for {RAL['machines']} nodes scaled to {s.machines}: "
          f"DEFRAG_DRAINING_MACHINES_PER_HOUR = {d['per_hour']:.2f} (30), DEFRAG_MAX_CONCURRENT_DRAINING = "
          f"{d['max_concurrent']} (60), DEFRAG_MAX_WHOLE_MACHINES = {d['max_whole']} (300), DEFRAG_INTERVAL = "
@@ -356,7 +382,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         json_line({name: {"mc_mean": round(r["summary"].mc_mean, 2), "mc_sd": round(r["summary"].mc_sd, 2),
                           "wastage_pct": round(r["summary"].wastage_pct, 3), "setpoint": s.setpoint,
-                          "idle_pct": round(r["summary"].idle_pct, 3),
+                          "priority": s.priority, "idle_pct": round(r["summary"].idle_pct, 3),
                           "draining_mean": round(r["summary"].draining_mean, 2),
                           "samples": r["summary"].samples, "controller": r["controller_stats"],
                           "wall_s": round(r["wall_s"], 1)}

@@ -19,6 +19,11 @@ def add_arguments(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], 
     g.add_argument("--sample-interval", type=float, default=300.0,
                    help="pool seconds between samples and queue top-ups (default 300)")
     g.add_argument("--negotiator-interval", type=int, default=300, help="NEGOTIATOR_INTERVAL (default 300)")
+    g.add_argument("--priority", choices=("group", "factor", "none"), default="group",
+                   help="how multicore work is preferred: group = accounting groups and the seed's GROUP_SORT_EXPR "
+                        "(default); factor = no groups, the multicore submitter's priority factor set to 250 "
+                        "against the default 1000 (the seed's condor_userprio -setfactor route); none = fair "
+                        "share alone")
     g = p.add_argument_group("workload (seeded)")
     g.add_argument("--sc-queued", type=int, default=100, help="single-core jobs kept waiting (default 100)")
     g.add_argument("--mc-queued", type=int, default=20, help="multicore jobs kept waiting (default 20)")

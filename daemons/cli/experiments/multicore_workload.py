@@ -54,12 +54,15 @@ def top_up(level: int, idle: int) -> int:
     return max(0, level - idle)
 
 
-def submit_text(kind: str, durations: list[int], cpus: int) -> str:
-    """One cluster: each job with its own Duration; single-core and multicore jobs in
-    their own accounting groups (the seed's GROUP_SORT_EXPR tells them apart by name)."""
-    group = "group_mcore" if kind == "mc" else "group_score"
+def submit_text(kind: str, durations: list[int], cpus: int, grouped: bool = True) -> str:
+    """One cluster: each job with its own Duration; `grouped`: single-core and multicore
+    jobs in their own accounting groups (the seed's GROUP_SORT_EXPR tells them apart by
+    name), else the submitter is the owner (`kind`)."""
     lines = ["universe = vanilla", "executable = /bin/sleep", f"request_cpus = {cpus}",
-             f"request_memory = {128 * cpus}", f"accounting_group = {group}", f"accounting_group_user = {kind}"]
+             f"request_memory = {128 * cpus}"]
+    if grouped:
+        group = "group_mcore" if kind == "mc" else "group_score"
+        lines += [f"accounting_group = {group}", f"accounting_group_user = {kind}"]
     for d in durations:
         lines += [f"+Duration = {d}", f"arguments = {d}", "queue"]
     return "\n".join(lines) + "\n"
