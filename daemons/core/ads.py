@@ -121,6 +121,69 @@ def exprs_of(ad: classad2.ClassAd) -> dict[str, str]:
     return {k: one_line(str(ad.lookup(k))) for k in ad.keys()}
 
 
+# One top-level attribute of a one-line ad text: a name, "=", then a value made of
+# string literals and any characters but ';', '"' and the brackets of a nested ad.
+_ITEM = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*((?:"(?:[^"\\]|\\.)*"|[^;"\[\]])*)(;|$)')
+_SIMPLE_ITEM = re.compile(r"\s*([A-Za-z_]\w*)\s*=\s*([^;]*)")
+# Values that are literals whatever the ad: they refer to nothing.
+LITERAL_TEXT = re.compile(r'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|(?i:true|false|undefined|error)')
+
+
+def split_ad_text(text: str) -> list[tuple[str, str]] | None:
+    """[(name, value text)] of an ad printed on one line ("[ A = 1; B = x ]"), or None.
+
+    The value texts are exactly the printed ones. None when the text is not that
+    simple form (a nested ad or a subscript, a quoted attribute name): the caller
+    then asks the ClassAd library attribute by attribute.
+    """
+    t = text.strip()
+    if len(t) < 2 or t[0] != "[" or t[-1] != "]":
+        return None
+    inner = t[1:-1]
+    if not inner.strip():
+        return []
+    if "\\" in inner or "[" in inner or "]" in inner or "'" in inner:
+        return _split_exactly(inner)
+    # No escapes and no brackets: every ';' ends an attribute unless it is inside a
+    # string literal, and then the attribute has an odd number of quotes before it.
+    items = _SIMPLE_ITEM.findall(inner)
+    separators = inner.count(";") - (1 if inner.rstrip().endswith(";") else 0)
+    if len(items) != separators + 1 or any(v.count('"') & 1 for _, v in items):
+        return _split_exactly(inner)
+    last = items[-1]
+    items[-1] = (last[0], last[1].rstrip())
+    return items
+
+
+def _split_exactly(inner: str) -> list[tuple[str, str]] | None:
+    out = []
+    pos, end = 0, len(inner)
+    match = _ITEM.match
+    while pos < end:
+        m = match(inner, pos)
+        if m is None:
+            return None
+        out.append((m.group(1), m.group(2).rstrip()))
+        pos = m.end()
+        if not m.group(3):
+            break
+    return out if pos >= end else None
+
+
+def ad_items(ad: classad2.ClassAd, text: str | None = None) -> list[tuple[str, str]]:
+    """[(name, one-line value text)] of every attribute of `ad`, whose text is `text` if given.
+
+    Splitting the text costs a few microseconds where asking classad2 for each
+    attribute costs several per attribute; an ad changed since it was printed (or
+    printed otherwise) is read attribute by attribute.
+    """
+    if text is not None:
+        items = split_ad_text(text)
+        if items is not None and len(items) == len(ad):
+            return items
+    return [(k, one_line(str(ad.lookup(k)))) for k in ad.keys()]
+
+
 def get(ad: classad2.ClassAd, attr: str, default: Any = None) -> Any:
     """Evaluate `attr` in `ad`; undefined, error or missing give `default`."""
     if attr not in ad:

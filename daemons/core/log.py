@@ -23,20 +23,32 @@ LOG_FILE_NAMES = {
 }
 
 
+# `extra=` for a record of several lines that should read as that many log lines,
+# each with its own stamp (one record is much cheaper than several).
+EACH_LINE_STAMPED = {"each_line_stamped": True}
+
+
 class PoolTimeFormatter(logging.Formatter):
     def __init__(self, clock: PoolClock, prefix: str = "") -> None:
         super().__init__()
         self.clock = clock
         self.prefix = prefix
+        self._second: int | None = None
+        self._stamp = ""
 
     def format(self, record: logging.LogRecord) -> str:
         # The record's own wall time, moved onto the pool clock.
         pool = self.clock.epoch + (record.created - self.clock.epoch) * self.clock.scale
-        stamp = time.strftime("%m/%d/%y %H:%M:%S", time.localtime(pool))
+        second = int(pool // 1)
+        if second != self._second:   # busy logs write many records a second: format the stamp once
+            self._second, self._stamp = second, time.strftime("%m/%d/%y %H:%M:%S", time.localtime(second))
+        stamp = self._stamp
         msg = record.getMessage()
+        level = "" if record.levelno == logging.INFO else f"{record.levelname}: "
+        if getattr(record, "each_line_stamped", False):
+            msg = f"\n{stamp} {self.prefix}{level}".join(msg.split("\n"))
         if record.exc_info:
             msg += "\n" + self.formatException(record.exc_info)
-        level = "" if record.levelno == logging.INFO else f"{record.levelname}: "
         return f"{stamp} {self.prefix}{level}{msg}"
 
 

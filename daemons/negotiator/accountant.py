@@ -162,8 +162,9 @@ class Accountant:
     def add_match(self, submitter: str, groups: list[str], cost: float, limits: str = "") -> None:
         """A match made this cycle: charged at once, so the cycle's limits see it."""
         self._charge(submitter, groups, cost)
-        for name, inc in parse_limits(limits):
-            self.limit_usage[name] = self.limit_usage.get(name, 0.0) + inc
+        if limits:
+            for name, inc in parse_limits(limits):
+                self.limit_usage[name] = self.limit_usage.get(name, 0.0) + inc
 
     # ---- concurrency limits -------------------------------------------------------
     def limit_max(self, name: str) -> float:

@@ -31,6 +31,7 @@ from daemons.core.clock import PoolClock
 from daemons.core.common import CommonConfig
 from daemons.core.config import ConfigError, Param
 from daemons.core.daemon import Daemon
+from daemons.core.log import EACH_LINE_STAMPED
 from daemons.core.rpc import describe
 from daemons.negotiator import groups as hgq
 from daemons.negotiator.accountant import Accountant, AccountantConfig, parse_limits
@@ -38,6 +39,7 @@ from daemons.negotiator.cadence import Cadence
 from daemons.negotiator.fairshare import submitter_limits
 from daemons.negotiator.matchmaker import Match, Matchmaker, MatchPolicy, SlotCache
 from daemons.negotiator.significant import SignificantAttributes
+from daemons.negotiator.slotads import SlotView
 from daemons.pb.htcpool import common_pb2, negotiator_pb2, negotiator_pb2_grpc, schedd_pb2, schedd_pb2_grpc
 
 
@@ -140,6 +142,77 @@ class CycleRecord:
     significant: int = 0     # significant attributes sent to schedds
     pool_weight: float = 0.0  # the pie: summed slot weights
     order: list[str] = field(default_factory=list)   # "group/submitter" in negotiation order
+    cpu_duration: float = 0.0  # this process's CPU seconds (every thread) during the cycle
+    evaluations: int = 0       # request-against-slot evaluations (one per slot group, thanks to grouping)
+    autoclusters: int = 0      # distinct autoclusters among the request ads received
+    phases: dict[str, float] = field(default_factory=dict)   # wall seconds per phase of the cycle
+
+
+class _Phases:
+    """Records the wall time since the previous call under a phase's name."""
+
+    def __init__(self, into: dict[str, float]) -> None:
+        self.into = into
+        self.t = time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.into[name] = round(self.into.get(name, 0.0) + now - self.t, 6)
+        self.t = now
+
+
+class _Outgoing:
+    """What a session has decided and not yet sent: matches and rejections, and log lines.
+
+    They travel as one message and one log record per batch of requests (the lines
+    still read as HTCondor's, each stamped): a message per match would cost more
+    than the matching itself.
+    """
+
+    def __init__(self, log) -> None:
+        self.log = log
+        self.lines: list[str] = []
+        self.msg = schedd_pb2.NegotiatorMessage()
+
+    def match(self, request_id: str, result: Match) -> None:
+        m = self.msg.outcomes.outcomes.add().match
+        m.request_id = request_id
+        m.claim_id = result.claim_id
+        m.slot_ad.text = result.slot_ad_text
+        if result.consumed:
+            m.consumed.update(dict(result.consumed))
+
+    def reject(self, request_id: str, reason: str) -> None:
+        r = self.msg.outcomes.outcomes.add().reject
+        r.request_id = request_id
+        r.reason = reason
+
+    def flush_log(self) -> None:
+        if self.lines:
+            self.log.info("%s", "\n".join(self.lines), extra=EACH_LINE_STAMPED)
+            self.lines = []
+
+    async def flush(self, call) -> None:
+        self.flush_log()
+        if self.msg.HasField("outcomes"):
+            msg, self.msg = self.msg, schedd_pb2.NegotiatorMessage()
+            await call.write(msg)
+
+
+@dataclass
+class _ScheddStream:
+    call: Any          # the Negotiate stream-stream call
+    opened: float      # time.monotonic() when it opened
+
+    async def close(self) -> None:
+        try:
+            if not self.call.done():
+                await self.call.write(schedd_pb2.NegotiatorMessage(end=schedd_pb2.NegotiateEnd()))
+                await self.call.done_writing()
+                while await self.call.read() is not grpc.aio.EOF:
+                    pass
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            pass
 
 
 @dataclass
@@ -170,12 +243,14 @@ class NegotiatorDaemon(Daemon):
         self.last_end: float | None = None
         self.significant = SignificantAttributes()
         self.significant_attrs: list[str] = []
-        # Parsed slot ads by their text: an ad that did not change is not parsed again.
-        self._parsed: dict[str, classad2.ClassAd] = {}
+        # Views of slot ads by their text (with the ad once parsed): an unchanged ad costs a look-up.
         self._slot_cache = SlotCache()
         self.accountant = self._load_accountant()
         self.last_limits: dict[str, tuple[float, float]] = {}   # submitter -> (share, limit)
         self.last_quotas: dict[str, float] = {}
+        self._cycle_autoclusters: set[object] = set()   # autocluster ids of this cycle's request ads
+        self._streams: dict[str, _ScheddStream] = {}     # this cycle's Negotiate streams, by schedd address
+        self._closing: list[asyncio.Future] = []
 
     def default_name(self) -> str:
         return self.common.full_hostname
@@ -268,7 +343,8 @@ class NegotiatorDaemon(Daemon):
     async def negotiation_cycle(self, rescheduled: bool = False) -> CycleRecord:
         self.cycle_count += 1
         rec = CycleRecord(self.cycle_count, self.clock.now(), rescheduled=rescheduled)
-        wall0 = time.perf_counter()
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        self._cycle_autoclusters = set()
         log = self.log
         log.info("---------- Started Negotiation Cycle ----------")
         try:
@@ -281,10 +357,13 @@ class NegotiatorDaemon(Daemon):
         rec.end = self.clock.now()
         rec.duration = rec.end - rec.start
         rec.wall_duration = time.perf_counter() - wall0
+        rec.cpu_duration = time.process_time() - cpu0
+        rec.autoclusters = len(self._cycle_autoclusters)
         self.history.append(rec)
         log.info("---------- Finished Negotiation Cycle ----------")
-        log.info("Cycle %d: %d match(es), %d rejection(s), %d slot(s), %d submitter(s), %.3f s (%.3f s wall)",
-                 rec.cycle, rec.matches, rec.rejections, rec.slots, rec.submitters, rec.duration, rec.wall_duration)
+        log.info("Cycle %d: %d match(es), %d rejection(s), %d slot(s), %d submitter(s), %.3f s (%.3f s wall, "
+                 "%.3f s cpu; %s)", rec.cycle, rec.matches, rec.rejections, rec.slots, rec.submitters, rec.duration,
+                 rec.wall_duration, rec.cpu_duration, ", ".join(f"{k} {v:.3f}" for k, v in rec.phases.items()))
         try:
             await self._save_accountant()
         except OSError as e:
@@ -297,14 +376,14 @@ class NegotiatorDaemon(Daemon):
         assert self.collector is not None
         log = self.log
         log.info("Phase 1:  Obtaining ads from collector ...")
+        phase = _Phases(rec.phases)
         slot_texts, submitter_texts = await asyncio.gather(
             self.collector.query("Machine", constraint=self.cfg.slot_constraint, include_private=True,
                                  give_up_after_s=5.0),
             self.collector.query("Submitter", give_up_after_s=5.0))
-        slot_ads = [self._parse_slot(t) for t in slot_texts]
-        if len(self._parsed) > 2 * len(slot_texts) + 100:
-            current = set(slot_texts)
-            self._parsed = {t: a for t, a in self._parsed.items() if t in current}
+        phase("query")
+        # One cheap pass per ad: the ClassAd library parses an ad only when it is evaluated.
+        views = [self._slot_cache.view(t, parse=self._parse_slot) for t in slot_texts]
         submitters = []
         for t in submitter_texts:
             ad = ads.parse_ad(t, "submitter ad")
@@ -313,9 +392,10 @@ class NegotiatorDaemon(Daemon):
                 log.info("  Error!  Could not get Name, ScheddName and ScheddIpAddr from a submitter ad; ignored")
                 continue
             submitters.append(ad)
-        rec.slots, rec.submitters = len(slot_ads), len(submitters)
+        rec.slots, rec.submitters = len(views), len(submitters)
         log.info("Got ads: %d public and %d private", len(slot_texts) + len(submitter_texts), len(slot_texts))
-        log.info("Public ads include %d submitter, %d startd", len(submitters), len(slot_ads))
+        log.info("Public ads include %d submitter, %d startd", len(submitters), len(views))
+        phase("parse")
 
         log.info("Phase 2:  Performing accounting ...")
         for problem in self.cfg.problems:
@@ -324,35 +404,54 @@ class NegotiatorDaemon(Daemon):
         groups_by_name = {g.name.lower(): g for g in tree[1]} if tree else {}
         self.accountant.update_priorities(rec.start)
         pool_weight, min_weight, claimed = 0.0, math.inf, []
-        for ad in slot_ads:
-            w = self._slot_weight(ad)
+        for v in views:
+            w = self._view_weight(v)
             pool_weight += w
             min_weight = min(min_weight, w) if w > 0 else min_weight
-            if ads.get(ad, "State") in ("Claimed", "Preempting"):
-                owner = ads.get(ad, "RemoteOwner")
+            if v.get("State") in ("Claimed", "Preempting"):
+                owner = v.get("RemoteOwner")
                 if isinstance(owner, str) and owner:
-                    limits = ads.get(ad, "ConcurrencyLimits")
+                    limits = v.get("ConcurrencyLimits")
                     claimed.append((owner, self._groups_of(owner, groups_by_name), w,
                                     limits if isinstance(limits, str) else ""))
         self.accountant.check_matches(claimed)
         rec.pool_weight = pool_weight
-        sig = self.significant.compute(list(zip(slot_ads, slot_texts)), self.cfg.policy_exprs(),
-                                       self.cfg.job_constraint)
+        phase("accounting")
+        sig = self.significant.compute_views(views, self.cfg.policy_exprs(), self.cfg.job_constraint)
         if sig != self.significant_attrs:
             log.info("Significant attributes: %s", ",".join(sig))
             self.significant_attrs = sig
         rec.significant = len(sig)
-        mm = Matchmaker.from_ads(slot_ads, self.cfg.policy, rec.start, slot_texts, self._slot_cache,
-                                 use_slot_weights=self.cfg.use_slot_weights)
+        phase("significant")
+        mm = Matchmaker.from_views(views, self.cfg.policy, rec.start, self._slot_cache,
+                                   use_slot_weights=self.cfg.use_slot_weights)
+        mm.count_jobs_in_slot = self.cfg.depth_first
         rec.slot_groups = len(mm.groups)
+        phase("group")
         min_weight = min_weight if math.isfinite(min_weight) else 1.0
         self.last_limits, self.last_quotas = {}, {}
-        if tree is None:
-            await self._negotiate_group(None, submitters, math.inf, pool_weight, min_weight, mm, rec, {})
-        else:
-            await self._negotiate_groups(tree, submitters, pool_weight, min_weight, mm, rec)
+        try:
+            if tree is None:
+                await self._negotiate_group(None, submitters, math.inf, pool_weight, min_weight, mm, rec, {})
+            else:
+                await self._negotiate_groups(tree, submitters, pool_weight, min_weight, mm, rec)
+        finally:
+            await self._close_streams()
+        phase("negotiate")
+        rec.evaluations = mm.evaluations
         for slot, problem in mm.errors.items():
             log.error("slot %s: %s", slot, problem)
+
+    def _view_weight(self, v: SlotView) -> float:
+        """A slot's weight, once per shape unless its expressions look at its instance attributes."""
+        if not self.cfg.use_slot_weights:
+            return 1.0
+        if v.depends_on_instance():
+            return self._slot_weight(v.ad)
+        w = v.shape.memo.get("weight")
+        if w is None:
+            w = v.shape.memo["weight"] = self._slot_weight(v.ad)
+        return w
 
     def _slot_weight(self, ad: classad2.ClassAd) -> float:
         if not self.cfg.use_slot_weights:
@@ -496,11 +595,9 @@ class NegotiatorDaemon(Daemon):
                     continue
                 ad = name_of[s.name]
                 addr = str(ads.get(ad, "ScheddIpAddr"))
-                log.info("  Negotiating with %s at %s", s.name, addr)
-                log.info("    SubmitterPrio       = %f", s.priority)
-                log.info("    submitterShare      = %f", s.share)
-                log.info("    submitterLimit    = %f", limit)
-                log.info("    submitterUsage    = %f", s.usage)
+                log.info("  Negotiating with %s at %s\n    SubmitterPrio       = %f\n    submitterShare      = %f\n"
+                         "    submitterLimit    = %f\n    submitterUsage    = %f", s.name, addr, s.priority, s.share,
+                         limit, s.usage, extra=EACH_LINE_STAMPED)
                 rec.order.append(f"{group_name or '<none>'}/{s.name}")
                 ancestry = ([hgq.ROOT] if group is not None and group.name == hgq.ROOT else
                             group.ancestry() if group is not None else [])
@@ -528,18 +625,52 @@ class NegotiatorDaemon(Daemon):
                 break
 
     # ---- one submitter -----------------------------------------------------------------------
+    def _stream(self, address: str) -> "_ScheddStream":
+        """The cycle's Negotiate stream to a schedd: every submitter of that schedd negotiates
+        over it in turn (HTCondor keeps its sockets to schedds in a cache the same way). A
+        stream is reused while less than a quarter of NEGOTIATOR_TIMEOUT has passed since it
+        opened, so a session always has most of the timeout ahead of it."""
+        s = self._streams.get(address)
+        if s is not None and time.monotonic() - s.opened < self.cfg.timeout_s / 4:
+            return s
+        if s is not None:
+            self._streams.pop(address)
+            self._closing.append(asyncio.ensure_future(s.close()))
+        stub = schedd_pb2_grpc.ScheddStub(self.channels.get(address))
+        s = self._streams[address] = _ScheddStream(stub.Negotiate(timeout=self.cfg.timeout_s), time.monotonic())
+        return s
+
+    async def _close_streams(self) -> None:
+        streams, self._streams = list(self._streams.values()), {}
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            # Shutting down: no goodbyes to schedds that may not answer.
+            for f in self._closing:
+                f.cancel()
+            for st in streams:
+                st.call.cancel()
+            self._closing = []
+            return
+        closing, self._closing = self._closing + [asyncio.ensure_future(st.close()) for st in streams], []
+        if closing:
+            await asyncio.gather(*closing, return_exceptions=True)
+
     async def _negotiate_with(self, session: Session, mm: Matchmaker, rec: CycleRecord) -> str:
         """"done" (it has nothing more), "resume" (stopped at its limit) or raises on error."""
-        stub = schedd_pb2_grpc.ScheddStub(self.channels.get(session.address))
-        call = stub.Negotiate(timeout=self.cfg.timeout_s)
-        log = self.log
-        await call.write(schedd_pb2.NegotiatorMessage(start=schedd_pb2.NegotiateStart(
-            submitter=session.name, cycle=rec.cycle, pool_time=rec.start, significant_attrs=self.significant_attrs,
-            job_constraint=self.cfg.job_constraint)))
+        stream = self._stream(session.address)
+        call = stream.call
+        out = _Outgoing(self.log)
         rejected: set[int] = set()   # autoclusters rejected in this session: skip the rest of them
         stopped = False
+        failed = True
         try:
+            await call.write(schedd_pb2.NegotiatorMessage(start=schedd_pb2.NegotiateStart(
+                submitter=session.name, cycle=rec.cycle, pool_time=rec.start,
+                significant_attrs=self.significant_attrs, job_constraint=self.cfg.job_constraint)))
             while not stopped:
+                # What the last batch decided goes first: the schedd then leaves the
+                # rejected autoclusters out of the next batch.
+                await out.flush(call)
                 await call.write(schedd_pb2.NegotiatorMessage(
                     send_requests=schedd_pb2.SendRequests(max_requests=self.cfg.request_list_size)))
                 reply = await call.read()
@@ -551,36 +682,49 @@ class NegotiatorDaemon(Daemon):
                         stopped = True
                         break
                     if session.used >= session.limit:
-                        log.info("    Reached submitter resource limit: %f ... stopping", session.used)
+                        out.lines.append(f"    Reached submitter resource limit: {session.used:f} ... stopping")
                         session.limited = stopped = True
                         break
                     rec.requests += 1
-                    await self._serve_request(call, req, session, mm, rec, rejected)
+                    self._serve_request(out, req, session, mm, rec, rejected)
                 if batch.no_more or not batch.requests:
                     if not batch.requests:
-                        log.info("  Got NO_MORE_JOBS;  schedd has no more requests")
+                        out.lines.append("  Got NO_MORE_JOBS;  schedd has no more requests")
                     break
+            failed = False
+        except grpc.aio.AioRpcError:
+            # A broken stream is no one's next session: the next submitter of that schedd opens another.
+            if self._streams.get(session.address) is stream:
+                self._streams.pop(session.address)
+            stream.call.cancel()
+            raise
         finally:
             try:
-                await call.write(schedd_pb2.NegotiatorMessage(end=schedd_pb2.NegotiateEnd()))
-                await call.done_writing()
-                while await call.read() is not grpc.aio.EOF:
-                    pass
-            except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+                if not stream.call.done():
+                    await out.flush(call)   # decided matches reach the schedd even if something failed
+            except grpc.aio.AioRpcError:
                 pass
+            out.flush_log()
+            if failed and self._streams.get(session.address) is stream:
+                self._streams.pop(session.address)
+                self._closing.append(asyncio.ensure_future(stream.close()))
         return "resume" if session.limited else "done"
 
-    async def _serve_request(self, call, req: schedd_pb2.ResourceRequest, session: Session, mm: Matchmaker,
-                             rec: CycleRecord, rejected: set[int]) -> None:
-        log = self.log
+    def _serve_request(self, out: "_Outgoing", req: schedd_pb2.ResourceRequest, session: Session, mm: Matchmaker,
+                       rec: CycleRecord, rejected: set[int]) -> None:
+        """Match one resource request as often as it asks; the outcomes go to `out`, in order."""
         ad = ads.parse_ad(req.ad.text, f"resource request {req.request_id}")
         cluster, proc = ads.get(ad, "ClusterId", 0), ads.get(ad, "ProcId", 0)
         ac = ads.get(ad, "AutoClusterId", -1)
+        self._cycle_autoclusters.add(ac)
         if ac in rejected:
             return  # a later request of an autocluster that already failed this cycle
         limits = ads.get(ad, "ConcurrencyLimits")
         limits = limits if isinstance(limits, str) else ""
         count = max(1, req.count)
+        lines = out.lines
+        job = f"{int(cluster):05d}.{int(proc):05d}"
+        who = f"{cluster}.{proc} {session.name} <{session.address}>"
         i = 0
         while i < count:
             rec.considered += 1
@@ -604,18 +748,14 @@ class NegotiatorDaemon(Daemon):
                 reason = rejection.reason if rejection is not None else ""
                 rec.considered += max(0, len(found) - 1)
             for result in found:
-                log.info("    Request %05d.%05d:  autocluster %s (request count %d of %d)",
-                         int(cluster), int(proc), ac, i + 1, count)
+                lines.append(f"    Request {job}:  autocluster {ac} (request count {i + 1} of {count})")
                 rec.matches += 1
                 session.matches += 1
                 session.used += result.cost
                 self.accountant.add_match(session.name, session.ancestry, result.cost, limits)
-                log.info("      Matched %s.%s %s <%s> preempting none %s %s", cluster, proc, session.name,
-                         session.address, result.startd_address, result.slot_name)
-                log.info("      Successfully matched with %s", result.slot_name)
-                await call.write(schedd_pb2.NegotiatorMessage(match=schedd_pb2.MatchFound(
-                    request_id=req.request_id, claim_id=result.claim_id,
-                    slot_ad=common_pb2.ClassAd(text=result.slot_ad_text), consumed=dict(result.consumed))))
+                lines.append(f"      Matched {who} preempting none {result.startd_address} {result.slot_name}")
+                lines.append(f"      Successfully matched with {result.slot_name}")
+                out.match(req.request_id, result)
                 i += 1
                 if self.cfg.depth_first and not result.consumed and result.jobs_in_slot > 1:
                     # The schedd packs this many more of the autocluster into the p-slot's leftovers.
@@ -624,24 +764,19 @@ class NegotiatorDaemon(Daemon):
                 return
             if reason:
                 if not found:
-                    log.info("    Request %05d.%05d:  autocluster %s (request count %d of %d)",
-                             int(cluster), int(proc), ac, i + 1, count)
+                    lines.append(f"    Request {job}:  autocluster {ac} (request count {i + 1} of {count})")
                 rec.rejections += 1
                 if reason == "submitter limit exceeded":
                     session.limited = True
-                log.info("      Rejected %s.%s %s <%s>: %s", cluster, proc, session.name, session.address, reason)
-                await call.write(schedd_pb2.NegotiatorMessage(reject=schedd_pb2.RequestRejected(
-                    request_id=req.request_id, reason=reason)))
+                lines.append(f"      Rejected {who}: {reason}")
+                out.reject(req.request_id, reason)
                 if isinstance(ac, int) and ac >= 0:
                     rejected.add(ac)
                 return
 
-    def _parse_slot(self, text: str) -> classad2.ClassAd:
-        ad = self._parsed.get(text)
-        if ad is None:
-            ad = ads.parse_ad(text, "slot ad")
-            self._parsed[text] = ad
-        return ad
+    @staticmethod
+    def _parse_slot(text: str) -> classad2.ClassAd:
+        return ads.parse_ad(text, "slot ad")
 
     # ---- userprio -------------------------------------------------------------------------------
     def userprio(self, all_users: bool = False) -> tuple[float, list[dict[str, Any]]]:
@@ -728,7 +863,9 @@ class _NegotiatorService(negotiator_pb2_grpc.NegotiatorServicer):
                                        wall_duration=r.wall_duration, slots=r.slots,
                                        submitters=r.submitters, rescheduled=r.rescheduled,
                                        requests=r.requests, considered=r.considered, significant=r.significant,
-                                       pool_weight=r.pool_weight)
+                                       pool_weight=r.pool_weight, cpu_duration=r.cpu_duration,
+                                       slot_groups=r.slot_groups, autoclusters=r.autoclusters, phases=r.phases,
+                                       evaluations=r.evaluations)
             for r in records])
 
     async def UserPrio(self, request: negotiator_pb2.UserPrioRequest, context) -> negotiator_pb2.UserPrioReply:

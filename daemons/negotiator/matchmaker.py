@@ -14,14 +14,21 @@ timestamps: `INSTANCE_ATTRS`) are one group, and a request is evaluated once per
 instead of once per slot. An instance attribute that any slot expression or policy
 expression refers to stops being ignored for the cycle; a request that refers to one
 (TARGET.Machine == "x") is evaluated slot by slot. The result is the same slot the
-slot-by-slot search picks.
+slot-by-slot search picks. Slots are read through `slotads` views: a slot's ad is
+parsed only when it is evaluated.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
 import classad2
 
 from daemons.core import ads
+from daemons.negotiator.slotads import INSTANCE_ATTRS, References, SlotCache, SlotView, referenced_positions
+
+__all__ = ["INSTANCE_ATTRS", "Candidate", "Group", "Match", "MatchPolicy", "Matchmaker", "NO_MATCH", "References",
+           "Rejection", "SUBMITTER_LIMIT", "SlotCache", "consumption_resources"]
 
 
 @dataclass(frozen=True)
@@ -30,28 +37,40 @@ class MatchPolicy:
     post_job_rank: str = ""   # NEGOTIATOR_POST_JOB_RANK
 
 
-# Attributes that tell otherwise identical slots apart without making them match differently.
-INSTANCE_ATTRS = frozenset(a.lower() for a in (
-    "Name", "Machine", "SlotID", "MyAddress", "StartdIpAddr", "ClaimId", "Capability", "PublicClaimId",
-    "LastHeardFrom", "DaemonStartTime", "EnteredCurrentState", "EnteredCurrentActivity",
-    "UpdateSequenceNumber", "KeyboardIdle", "CurrentTime", "MyCurrentTime", "NumDynamicSlots", "ChildCpus",
-    "UidDomain", "FileSystemDomain", "StartdName",
-))
-
-
-@dataclass
 class Candidate:
-    name: str
-    ad: classad2.ClassAd
-    claim_id: str
-    order: int
-    text: str = ""
-    consumption: tuple[str, ...] = ()   # resources with a Consumption<Res> policy (negotiator-side split)
-    claims_left: int = 1                # NumClaims: matches this slot may still take this cycle
+    """A slot in play. Its ad is parsed when first evaluated, with the cycle's CurrentTime.
 
-    def __post_init__(self) -> None:
-        if not self.text:
-            self.text = repr(self.ad)
+    A slot split by a consumption policy gets its own copy of the ad (the negotiator
+    deducts each match from it), so a parsed ad shared across cycles stays as advertised.
+    """
+
+    __slots__ = ("name", "view", "claim_id", "order", "consumption", "claims_left", "_now", "_ad", "weight",
+                 "group_key")
+
+    def __init__(self, name: str, view: SlotView, claim_id: str, order: int, consumption: tuple[str, ...] = (),
+                 claims_left: int = 1, now: float = 0.0) -> None:
+        self.name = name
+        self.view = view
+        self.claim_id = claim_id
+        self.order = order
+        self.consumption = consumption   # resources with a Consumption<Res> policy (negotiator-side split)
+        self.claims_left = claims_left   # NumClaims: matches this slot may still take this cycle
+        self._now = now
+        self._ad: classad2.ClassAd | None = None
+        self.weight: float | None = None   # SlotWeight, once evaluated (without a consumption policy)
+        self.group_key: tuple = ()         # slots with equal keys match and rank alike
+
+    @property
+    def ad(self) -> classad2.ClassAd:
+        if self._ad is None:
+            ad = classad2.ClassAd(repr(self.view.ad)) if self.consumption else self.view.ad
+            ad["CurrentTime"] = int(self._now)
+            self._ad = ad
+        return self._ad
+
+    @property
+    def text(self) -> str:
+        return self.view.text
 
 
 @dataclass
@@ -98,74 +117,29 @@ def consumption_resources(ad: classad2.ClassAd) -> tuple[str, ...]:
     return resources
 
 
+def _as_match(x: str) -> str:
+    """ClassAd text that converts x as classad2's ClassAd.matches does: a boolean as is,
+    a number true unless zero, anything else (undefined, error, a string) false."""
+    return f"(isBoolean({x}) ? {x} : ((isInteger({x}) || isReal({x})) ? {x} != 0 : false))"
+
+
+# Both Requirements in one evaluation (the slot as MY, the job as TARGET, each ad's own
+# expression in its own scope) instead of classad2's two: every evaluation against a
+# TARGET builds a match ad, which costs more than the expressions themselves.
+_SYMMETRIC = classad2.ExprTree(f"{_as_match('MY.Requirements')} && {_as_match('TARGET.Requirements')}")
+
+
+def symmetric_match(request: classad2.ClassAd, slot: classad2.ClassAd) -> bool:
+    """request.symmetricMatch(slot), in one evaluation."""
+    try:
+        return _SYMMETRIC.eval(slot, request) is True
+    except Exception:
+        return False
+
+
 def _rank(value: object) -> float:
     n = ads.as_number(value)
     return n if n is not None else 0.0
-
-
-class References:
-    """What expressions refer to, cached by text: (qualifier, name) pairs, qualifier None/'my'/'target'."""
-
-    _EMPTY = classad2.ClassAd()
-
-    def __init__(self) -> None:
-        self._by_text: dict[str, tuple[tuple[str | None, str], ...]] = {}
-
-    def of(self, text: str) -> tuple[tuple[str | None, str], ...]:
-        refs = self._by_text.get(text)
-        if refs is None:
-            try:
-                raw = self._EMPTY.externalRefs(classad2.ExprTree(text + "\n"))
-            except Exception:
-                raw = []
-            out = []
-            for r in raw:
-                if not r:
-                    continue
-                head, dot, rest = r.partition(".")
-                if dot and head.lower() in ("my", "target", "other"):
-                    out.append(("my" if head.lower() == "my" else "target", rest.split(".")[0].split("[")[0]))
-                else:
-                    out.append((None, r.split(".")[0].split("[")[0]))
-            refs = tuple(out)
-            self._by_text[text] = refs
-        return refs
-
-    def machine_side(self, text: str) -> set[str]:
-        """Names that may be slot attributes when the slot is MY (MY.x and bare x)."""
-        return {n.lower() for q, n in self.of(text) if q != "target"}
-
-    def target_side(self, text: str) -> set[str]:
-        """Names that may be slot attributes when the slot is TARGET (TARGET.x and bare x)."""
-        return {n.lower() for q, n in self.of(text) if q != "my"}
-
-
-class SlotCache:
-    """Per slot-ad text: the slot attributes its expressions refer to, and its attributes' texts."""
-
-    def __init__(self) -> None:
-        self.refs = References()
-        self._by_text: dict[str, tuple[frozenset[str], tuple[tuple[str, str], ...]]] = {}
-
-    def analyse(self, text: str, ad: classad2.ClassAd) -> tuple[frozenset[str], tuple[tuple[str, str], ...]]:
-        found = self._by_text.get(text)
-        if found is None:
-            machine_refs: set[str] = set()
-            items = []
-            for k in ad.keys():
-                if k == "CurrentTime":
-                    continue
-                expr = ads.one_line(str(ad.lookup(k)))
-                items.append((k.lower(), expr))
-                if isinstance(ad[k], classad2.ExprTree):
-                    machine_refs |= self.refs.machine_side(expr)
-            found = (frozenset(machine_refs), tuple(sorted(items)))
-            self._by_text[text] = found
-        return found
-
-    def trim(self, live: int) -> None:
-        if len(self._by_text) > 4 * max(1, live) + 1000:
-            self._by_text.clear()  # bounded: slots that changed leave stale entries behind
 
 
 @dataclass
@@ -184,6 +158,12 @@ class Matchmaker:
     _post: classad2.ExprTree | None = field(default=None, repr=False)
     _slow_requests: dict[tuple[str, str], bool] = field(default_factory=dict, repr=False)
     _cache: "SlotCache | None" = field(default=None, repr=False)
+    _positions: Callable[[tuple[str, ...]], tuple[int, ...]] = field(default=lambda names: (), repr=False)
+    # Match.jobs_in_slot costs evaluations per match; only NEGOTIATOR_DEPTH_FIRST uses it.
+    count_jobs_in_slot: bool = True
+    # (pre/post, slot group) -> [job attributes the policy can reach (None: any), its value]
+    _policy_cache: dict[tuple, list] = field(default_factory=dict, repr=False)
+    _request_names: frozenset[str] = field(default=frozenset(), repr=False)
 
     @classmethod
     def from_ads(cls, slot_ads: list[classad2.ClassAd], policy: MatchPolicy, now: float,
@@ -191,52 +171,54 @@ class Matchmaker:
                  use_slot_weights: bool = True) -> "Matchmaker":
         """`texts` are the ads' texts; a `cache` kept across cycles spares re-analysing unchanged ads."""
         cache = cache if cache is not None else SlotCache()
+        views = [cache.view(texts[i] if texts else repr(ad), ad) for i, ad in enumerate(slot_ads)]
+        return cls.from_views(views, policy, now, cache, use_slot_weights=use_slot_weights)
+
+    @classmethod
+    def from_views(cls, views: Sequence[SlotView], policy: MatchPolicy, now: float, cache: SlotCache,
+                   use_slot_weights: bool = True) -> "Matchmaker":
         mm = cls(policy, now, refs=cache.refs, use_slot_weights=use_slot_weights)
         mm._cache = cache
         mm._pre = ads.parse_expr(policy.pre_job_rank) if policy.pre_job_rank else None
         mm._post = ads.parse_expr(policy.post_job_rank) if policy.post_job_rank else None
         named = []
-        for i, ad in enumerate(slot_ads):
-            name = ads.get(ad, "Name")
+        for v in views:
+            name = v.string("Name")
             if not isinstance(name, str):
                 mm._ignore("no Name")
                 continue
-            if ads.get(ad, "State") != "Unclaimed":
+            if v.get("State") != "Unclaimed":
                 mm._ignore("claimed")
                 continue
-            claim_id = ads.get(ad, "ClaimId") or ads.get(ad, "Capability")
+            claim_id = v.string("ClaimId") or v.string("Capability")
             if not isinstance(claim_id, str) or not claim_id:
                 mm._ignore("no claim id")
                 continue
-            named.append((name, ad, claim_id, texts[i] if texts else repr(ad)))
+            named.append((name, v, claim_id))
         named.sort(key=lambda t: t[0])
         candidates = []
-        for i, (n, a, c, t) in enumerate(named):
-            cp = consumption_resources(a)
-            claims = ads.get(a, "NumClaims")
-            claims_left = int(claims) if isinstance(claims, int) and claims > 0 else (
-                max(1, int(ads.get(a, "Cpus") or 1)) if cp else 1)
-            candidates.append(Candidate(n, a, c, i, t, cp, claims_left if cp else 1))
+        for i, (n, v, c) in enumerate(named):
+            cp, claims_left = _claim_policy(v)
+            candidates.append(Candidate(n, v, c, i, cp, claims_left if cp else 1, now))
         # Instance attributes some slot or policy expression looks at must count this cycle.
         referenced: set[str] = set()
         for text in (policy.pre_job_rank, policy.post_job_rank):
             if text:
                 referenced |= mm.refs.machine_side(text)
-        analysed = [cache.analyse(c.text, c.ad) for c in candidates]
-        for machine_refs in {a[0] for a in analysed}:
+        for machine_refs in {c.view.machine_refs for c in candidates}:
             referenced |= machine_refs
         mm.instance_attrs = frozenset(INSTANCE_ATTRS - referenced)
+        mm._positions = referenced_positions(mm.instance_attrs)
         by_key: dict[tuple, Group] = {}
-        for c, (_, items) in zip(candidates, analysed):
-            key = tuple(item for item in items if item[0] not in mm.instance_attrs)
+        for c in candidates:
+            key = c.group_key = c.view.key(mm._positions)
             g = by_key.get(key)
             if g is None:
                 by_key[key] = Group([c])
             else:
                 g.members.append(c)
-            c.ad["CurrentTime"] = int(now)
         mm.groups = sorted(by_key.values(), key=lambda g: g.first.order)
-        cache.trim(len(candidates))
+        cache.trim(len(views))
         return mm
 
     def _ignore(self, why: str) -> None:
@@ -274,11 +256,15 @@ class Matchmaker:
         """
         if not self.use_slot_weights:
             return 1.0
+        if not c.consumption and c.weight is not None:
+            return c.weight   # a slot without a consumption policy does not change within the cycle
         w = ads.as_number(ads.evaluate(c.ad.lookup("SlotWeight"), c.ad)) if "SlotWeight" in c.ad else None
         if w is None or w < 0:
             self.errors.setdefault(c.name, "SlotWeight is undefined or not a number; using Cpus")
             cpus = ads.as_number(ads.get(c.ad, "Cpus"))
-            return cpus if cpus is not None and cpus >= 0 else 1.0
+            w = cpus if cpus is not None and cpus >= 0 else 1.0
+        if not c.consumption:
+            c.weight = w
         return w
 
     def _consumed(self, request: classad2.ClassAd, c: Candidate) -> dict[str, int] | None:
@@ -336,13 +322,43 @@ class Matchmaker:
                 return None
             consumed, cost = found
         else:
-            if not request.symmetricMatch(c.ad):
+            if not symmetric_match(request, c.ad):
                 return None
             cost = self.slot_weight(c)
-        pre = _rank(ads.evaluate(self._pre, c.ad, request)) if self._pre is not None else 0.0
-        rank = _rank(ads.evaluate(job_rank, request, c.ad)) if job_rank is not None else 0.0
-        post = _rank(ads.evaluate(self._post, c.ad, request)) if self._post is not None else 0.0
+        pre = self._policy_rank(0, c, request) if self._pre is not None else 0.0
+        rank = _rank(ads.evaluate(job_rank, request, c.ad)) if isinstance(job_rank, classad2.ExprTree) else \
+            job_rank
+        post = self._policy_rank(1, c, request) if self._post is not None else 0.0
         return (pre, rank, post), cost, consumed
+
+    def _policy_rank(self, which: int, c: Candidate, request: classad2.ClassAd) -> float:
+        """NEGOTIATOR_PRE_JOB_RANK (0) or _POST_JOB_RANK (1) of a slot for a request.
+
+        Such a policy usually looks only at the slot (HTCondor's default post-job rank:
+        KFlops and SlotID; its pre-job rank: the slot's Rank, Cpus, Memory, and a
+        RemoteOwner that jobs do not have). Its value is then the same for every
+        request that defines none of the job attributes it can reach, and is evaluated
+        once per slot group, not once per request.
+        """
+        tree = self._pre if which == 0 else self._post
+        if c.consumption:
+            return _rank(ads.evaluate(tree, c.ad, request))
+        key = (which, c.group_key)
+        entry = self._policy_cache.get(key)
+        if entry is None:
+            text = self.policy.pre_job_rank if which == 0 else self.policy.post_job_rank
+            entry = self._policy_cache[key] = [_target_names(self.refs, text, c.view), None]
+        needed, value = entry
+        if needed is None or not needed.isdisjoint(self._request_names):
+            return _rank(ads.evaluate(tree, c.ad, request))
+        if value is None:
+            value = entry[1] = _rank(ads.evaluate(tree, c.ad, request))
+        return value
+
+    def _begin_request(self, request: classad2.ClassAd) -> None:
+        request["CurrentTime"] = int(self.now)
+        if self._pre is not None or self._post is not None:
+            self._request_names = frozenset(k.lower() for k in request.keys())
 
     # ---- matching ----------------------------------------------------------------------
     def match(self, request: classad2.ClassAd, used: float = 0.0, allowed: float = float("inf")) -> Match | Rejection:
@@ -350,8 +366,8 @@ class Matchmaker:
         from daemons.negotiator.fairshare import permits
 
         self.considered += 1
-        request["CurrentTime"] = int(self.now)
-        job_rank = request.lookup("Rank") if "Rank" in request else None
+        self._begin_request(request)
+        job_rank = _job_rank(request)
         best_group: Group | None = None
         best: Candidate | None = None
         best_key: tuple | None = None
@@ -372,12 +388,7 @@ class Matchmaker:
                     best_group, best, best_key, best_cost, best_consumed = g, c, key, cost, consumed
         if best is None or best_group is None or best_key is None:
             return Rejection(SUBMITTER_LIMIT if limited else NO_MATCH)
-        jobs_in_slot = self._jobs_in_slot(request, best)
-        text = repr(best.ad)
-        self._take(best_group, best, best_consumed)
-        addr = ads.get(best.ad, "StartdIpAddr")
-        return Match(best.name, best.claim_id, text, best_key[:3], addr if isinstance(addr, str) else "<0.0.0.0:0>",
-                     best_cost, tuple(sorted(best_consumed.items())), jobs_in_slot)
+        return self._emit(request, best_group, best, best_key[:3], best_cost, best_consumed)
 
     def match_many(self, request: classad2.ClassAd, count: int, used: float = 0.0,
                    allowed: float = float("inf")) -> tuple[list[Match], Rejection | None]:
@@ -391,16 +402,24 @@ class Matchmaker:
         from daemons.negotiator.fairshare import permits
 
         out: list[Match] = []
+        self._begin_request(request)
+        job_rank = _job_rank(request)
+        slow = self._request_is_slow(request)
+        # Members of a group score alike, and taking slots changes no one's score: each
+        # group is evaluated once per call (a consumption policy's slot changes: each time).
+        scores: dict[tuple, tuple | None] = {}
         while len(out) < count:
             self.considered += 1
-            request["CurrentTime"] = int(self.now)
-            job_rank = request.lookup("Rank") if "Rank" in request else None
-            slow = self._request_is_slow(request)
             best = second = None   # (key, group, candidate, cost, consumed)
             limited = 0
             for g in self.groups:
                 for c in (g.members if slow else g.members[:1]):
-                    scored = self._score(request, job_rank, c)
+                    if slow or c.consumption:
+                        scored = self._score(request, job_rank, c)
+                    else:
+                        scored = scores.get(c.group_key, _UNSCORED)
+                        if scored is _UNSCORED:
+                            scored = scores[c.group_key] = self._score(request, job_rank, c)
                     if scored is None:
                         continue
                     ranks, cost, consumed = scored
@@ -432,10 +451,11 @@ class Matchmaker:
 
     def _emit(self, request: classad2.ClassAd, group: Group, c: Candidate, ranks: tuple, cost: float,
               consumed: dict[str, int]) -> Match:
-        jobs_in_slot = self._jobs_in_slot(request, c)
-        text = repr(c.ad)
+        jobs_in_slot = self._jobs_in_slot(request, c) if self.count_jobs_in_slot else 1
+        # The slot as matched: a consumption policy's copy before this match's deduction.
+        text = repr(c.ad) if c.consumption else c.text
         self._take(group, c, consumed)
-        addr = ads.get(c.ad, "StartdIpAddr")
+        addr = c.view.string("StartdIpAddr")
         return Match(c.name, c.claim_id, text, ranks, addr if isinstance(addr, str) else "<0.0.0.0:0>", cost,
                      tuple(sorted(consumed.items())), jobs_in_slot)
 
@@ -462,12 +482,11 @@ class Matchmaker:
         c.claims_left -= 1
         if c.claims_left <= 0 or (ads.as_number(ads.get(c.ad, "Cpus")) or 0) <= 0:
             return
-        c.text = repr(c.ad)
-        _, items = self._cache.analyse(c.text, c.ad)
-        key = tuple(item for item in items if item[0] not in self.instance_attrs)
+        assert self._cache is not None
+        c.view = self._cache.view(repr(c.ad), c.ad)
+        key = c.view.key(self._positions)
         for g in self.groups:
-            if tuple(item for item in self._cache.analyse(g.first.text, g.first.ad)[1]
-                     if item[0] not in self.instance_attrs) == key:
+            if g.first.view.key(self._positions) == key:
                 g.members.append(c)
                 g.members.sort(key=lambda m: m.order)
                 break
@@ -477,3 +496,60 @@ class Matchmaker:
 
     def groups_summary(self) -> dict[str, int]:
         return {"slots": self.available, "groups": len(self.groups)}
+
+
+_UNSCORED = object()
+_SCOPES = frozenset(("target", "my", "other", "parent"))
+
+
+def _target_names(refs: References, text: str, view: SlotView) -> frozenset[str] | None:
+    """The job attributes an expression evaluated with the slot as MY can reach, following
+    the slot's own attributes it refers to (a bare name the slot lacks is the job's);
+    None if it looks at a scope as such."""
+    slot = dict(view.shape.items)
+    slot.update((n.lower(), v) for n, v in zip(view.names, view.values))
+    slot.setdefault("currenttime", "0")
+    needed: set[str] = set()
+    seen: set[str] = set()
+    stack = [text]
+    while stack:
+        for qualifier, name in refs.of(stack.pop()):
+            low = name.lower()
+            if low in _SCOPES:
+                return None
+            if qualifier == "target":
+                needed.add(low)
+            elif low in slot:
+                if low not in seen:
+                    seen.add(low)
+                    stack.append(slot[low])
+            elif qualifier is None:
+                needed.add(low)
+    return frozenset(needed)
+
+
+def _job_rank(request: classad2.ClassAd) -> classad2.ExprTree | float:
+    """The job's Rank: an expression to evaluate per slot, or its value if it is a literal."""
+    try:
+        value = request["Rank"]
+    except KeyError:
+        return 0.0
+    if isinstance(value, classad2.ExprTree):
+        return request.lookup("Rank")
+    return _rank(value)
+
+
+def _claim_policy(v: SlotView) -> tuple[tuple[str, ...], int]:
+    """(consumption-policy resources, NumClaims) of a slot: once per shape unless the ad's
+    expressions look at its instance attributes."""
+    memo = v.shape.memo
+    if not v.depends_on_instance() and "claim_policy" in memo:
+        return memo["claim_policy"]
+    a = v.ad
+    cp = consumption_resources(a)
+    claims = ads.get(a, "NumClaims")
+    claims_left = int(claims) if isinstance(claims, int) and claims > 0 else (
+        max(1, int(ads.get(a, "Cpus") or 1)) if cp else 1)
+    if not v.depends_on_instance():
+        memo["claim_policy"] = (cp, claims_left)
+    return cp, claims_left

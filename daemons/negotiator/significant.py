@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import TYPE_CHECKING, Hashable, Iterable, Sequence
 
 import classad2
 
@@ -30,6 +30,9 @@ REMOVED = frozenset(n.lower() for n in (
     "SlotID", "PartitionableSlot", "DynamicSlot", "RemoteOwner", "RemoteUser",
 ))
 _MACHINE_LOCAL = re.compile(r"^(RemoteUser|Slot\d+_)", re.IGNORECASE)
+
+if TYPE_CHECKING:
+    from daemons.negotiator.slotads import SlotView
 
 _EMPTY = classad2.ClassAd()
 
@@ -55,6 +58,7 @@ class SignificantAttributes:
     """Computes the list each cycle; remembers what it learned about expressions and ads."""
     _refs_by_text: dict[str, tuple[tuple[str | None, str], ...]] = field(default_factory=dict)
     _by_ad_text: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    _by_view_key: dict[Hashable, tuple[str, ...]] = field(default_factory=dict)
 
     def _refs(self, text: str, tree: classad2.ExprTree | None = None) -> tuple[tuple[str | None, str], ...]:
         refs = self._refs_by_text.get(text)
@@ -125,5 +129,32 @@ class SignificantAttributes:
         if len(self._by_ad_text) > 2 * max(1, len(current_texts)):
             self._by_ad_text = {t: r for t, r in self._by_ad_text.items() if t in current_texts}
         for name in self.of_policy(policy_exprs, slot_ads[0][0]) + self.of_policy([job_constraint], None):
+            by_lower.setdefault(name.lower(), name)
+        return sorted((n for n in by_lower.values() if n and not is_removed(n)), key=str.lower)
+
+    def compute_views(self, views: Sequence["SlotView"], policy_exprs: Iterable[str] = (),
+                      job_constraint: str = "") -> list[str]:
+        """compute() over slot views: ads alike in all but literal instance attributes
+        (same shape, same attribute names) refer to the same job attributes, so each
+        such kind of ad is analysed, and parsed, once."""
+        if not views:
+            return []
+        by_lower: dict[str, str] = {}
+        seen: set[tuple[str, ...]] = set()
+        current: set[Hashable] = set()
+        cache = self._by_view_key
+        for v in views:
+            key = v.sig_key
+            refs = cache.get(key)
+            if refs is None:
+                refs = cache[key] = self.of_ad(v.ad)
+            current.add(key)
+            if refs not in seen:
+                seen.add(refs)
+                for name in refs:
+                    by_lower.setdefault(name.lower(), name)
+        if len(cache) > 2 * max(1, len(current)) + 100:
+            self._by_view_key = {k: r for k, r in cache.items() if k in current}
+        for name in self.of_policy(policy_exprs, views[0].ad) + self.of_policy([job_constraint], None):
             by_lower.setdefault(name.lower(), name)
         return sorted((n for n in by_lower.values() if n and not is_removed(n)), key=str.lower)

@@ -51,6 +51,7 @@ class ScheddConfig:
     default_request_cpus: str = "1"
     autocluster: AutoclusterConfig = field(default_factory=AutoclusterConfig)
     min_interval_s: float = 5.0               # SCHEDD_MIN_INTERVAL
+    max_pending_startd_contacts: int = 0      # MAX_PENDING_STARTD_CONTACTS (0: no limit)
 
     @property
     def claim_lease_s(self) -> float:
@@ -71,6 +72,7 @@ class ScheddConfig:
             default_request_cpus=p.expr("JOB_DEFAULT_REQUESTCPUS", "1") or "1",
             autocluster=read_autocluster_config(p),
             min_interval_s=float(p.int("SCHEDD_MIN_INTERVAL", 5, minimum=0) or 0),
+            max_pending_startd_contacts=p.int("MAX_PENDING_STARTD_CONTACTS", 0, minimum=0) or 0,
         )
 
 
@@ -148,6 +150,8 @@ class ScheddDaemon(Daemon):
         self._background: set[asyncio.Task] = set()
         self._advertised_submitters: set[str] = set()
         self.counters = defaultdict(int)
+        n = cfg.max_pending_startd_contacts
+        self._contacts: asyncio.Semaphore | None = asyncio.Semaphore(n) if n > 0 else None
 
     def default_name(self) -> str:
         return self.common.full_hostname
@@ -331,6 +335,16 @@ class ScheddDaemon(Daemon):
 
     async def _claim_and_run(self, job: Job, claim_id: str, slot_ad_text: str, submitter: str,
                              consumed: dict[str, int] | None = None) -> None:
+        """Claim a matched slot and start the job; with MAX_PENDING_STARTD_CONTACTS, at most
+        that many at a time (the others wait their turn without costing anything)."""
+        if self._contacts is None:
+            await self._claim_and_run_now(job, claim_id, slot_ad_text, submitter, consumed)
+            return
+        async with self._contacts:
+            await self._claim_and_run_now(job, claim_id, slot_ad_text, submitter, consumed)
+
+    async def _claim_and_run_now(self, job: Job, claim_id: str, slot_ad_text: str, submitter: str,
+                                 consumed: dict[str, int] | None = None) -> None:
         try:
             slot_ad = ads.parse_ad(slot_ad_text, "matched slot ad")
         except ads.AdError as e:

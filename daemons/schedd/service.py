@@ -75,6 +75,13 @@ class ScheddService(pb_grpc.ScheddServicer):
             elif kind == "match":
                 self.d.on_match(session, msg.match.request_id, msg.match.claim_id, msg.match.slot_ad.text,
                                 dict(msg.match.consumed))
+            elif kind == "outcomes":
+                for o in msg.outcomes.outcomes:
+                    if o.WhichOneof("outcome") == "match":
+                        m = o.match
+                        self.d.on_match(session, m.request_id, m.claim_id, m.slot_ad.text, dict(m.consumed))
+                    else:
+                        self.d.on_reject(session, o.reject.request_id, o.reject.reason)
             elif kind == "reject":
                 self.d.on_reject(session, msg.reject.request_id, msg.reject.reason)
             elif kind == "end":

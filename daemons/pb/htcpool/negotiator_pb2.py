@@ -25,13 +25,15 @@ _sym_db = _symbol_database.Default()
 from daemons.pb.htcpool import common_pb2 as htcpool_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18htcpool/negotiator.proto\x12\nhtcpool.v1\x1a\x14htcpool/common.proto\"$\n\x0fUserPrioRequest\x12\x11\n\tall_users\x18\x01 \x01(\x08\"\xa9\x02\n\rUserPrioEntry\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1a\n\x12\x65\x66\x66\x65\x63tive_priority\x18\x02 \x01(\x01\x12\x15\n\rreal_priority\x18\x03 \x01(\x01\x12\x17\n\x0fpriority_factor\x18\x04 \x01(\x01\x12\x17\n\x0fweighted_in_use\x18\x05 \x01(\x01\x12\x1f\n\x17\x61\x63\x63umulated_usage_hours\x18\x06 \x01(\x01\x12\x18\n\x10\x62\x65gin_usage_time\x18\x07 \x01(\x01\x12\x17\n\x0flast_usage_time\x18\x08 \x01(\x01\x12\x10\n\x08is_group\x18\t \x01(\x08\x12\r\n\x05quota\x18\n \x01(\x01\x12\x17\n\x0fsubmitter_limit\x18\x0b \x01(\x01\x12\x17\n\x0fsubmitter_share\x18\x0c \x01(\x01\"P\n\rUserPrioReply\x12\x13\n\x0blast_update\x18\x01 \x01(\x01\x12*\n\x07\x65ntries\x18\x02 \x03(\x0b\x32\x19.htcpool.v1.UserPrioEntry\"D\n\x12SetUserPrioRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06\x66\x61\x63tor\x18\x02 \x01(\x01\x12\x10\n\x08priority\x18\x03 \x01(\x01\"%\n\x0fRescheduleReply\x12\x12\n\nnext_cycle\x18\x01 \x01(\x03\"#\n\x13\x43ycleHistoryRequest\x12\x0c\n\x04last\x18\x01 \x01(\x05\"\x8e\x02\n\x0b\x43ycleRecord\x12\r\n\x05\x63ycle\x18\x01 \x01(\x03\x12\r\n\x05start\x18\x02 \x01(\x01\x12\x0b\n\x03\x65nd\x18\x03 \x01(\x01\x12\x0f\n\x07matches\x18\x04 \x01(\x05\x12\x12\n\nrejections\x18\x05 \x01(\x05\x12\x10\n\x08\x64uration\x18\x06 \x01(\x01\x12\x15\n\rwall_duration\x18\x07 \x01(\x01\x12\r\n\x05slots\x18\x08 \x01(\x05\x12\x12\n\nsubmitters\x18\t \x01(\x05\x12\x13\n\x0brescheduled\x18\n \x01(\x08\x12\x10\n\x08requests\x18\x0b \x01(\x05\x12\x12\n\nconsidered\x18\x0c \x01(\x05\x12\x13\n\x0bsignificant\x18\r \x01(\x05\x12\x13\n\x0bpool_weight\x18\x0e \x01(\x01\"<\n\x11\x43ycleHistoryReply\x12\'\n\x06\x63ycles\x18\x01 \x03(\x0b\x32\x17.htcpool.v1.CycleRecord2\xa8\x02\n\nNegotiator\x12<\n\nReschedule\x12\x11.htcpool.v1.Empty\x1a\x1b.htcpool.v1.RescheduleReply\x12N\n\x0c\x43ycleHistory\x12\x1f.htcpool.v1.CycleHistoryRequest\x1a\x1d.htcpool.v1.CycleHistoryReply\x12\x42\n\x08UserPrio\x12\x1b.htcpool.v1.UserPrioRequest\x1a\x19.htcpool.v1.UserPrioReply\x12H\n\x0bSetUserPrio\x12\x1e.htcpool.v1.SetUserPrioRequest\x1a\x19.htcpool.v1.UserPrioEntryb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18htcpool/negotiator.proto\x12\nhtcpool.v1\x1a\x14htcpool/common.proto\"$\n\x0fUserPrioRequest\x12\x11\n\tall_users\x18\x01 \x01(\x08\"\xa9\x02\n\rUserPrioEntry\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1a\n\x12\x65\x66\x66\x65\x63tive_priority\x18\x02 \x01(\x01\x12\x15\n\rreal_priority\x18\x03 \x01(\x01\x12\x17\n\x0fpriority_factor\x18\x04 \x01(\x01\x12\x17\n\x0fweighted_in_use\x18\x05 \x01(\x01\x12\x1f\n\x17\x61\x63\x63umulated_usage_hours\x18\x06 \x01(\x01\x12\x18\n\x10\x62\x65gin_usage_time\x18\x07 \x01(\x01\x12\x17\n\x0flast_usage_time\x18\x08 \x01(\x01\x12\x10\n\x08is_group\x18\t \x01(\x08\x12\r\n\x05quota\x18\n \x01(\x01\x12\x17\n\x0fsubmitter_limit\x18\x0b \x01(\x01\x12\x17\n\x0fsubmitter_share\x18\x0c \x01(\x01\"P\n\rUserPrioReply\x12\x13\n\x0blast_update\x18\x01 \x01(\x01\x12*\n\x07\x65ntries\x18\x02 \x03(\x0b\x32\x19.htcpool.v1.UserPrioEntry\"D\n\x12SetUserPrioRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06\x66\x61\x63tor\x18\x02 \x01(\x01\x12\x10\n\x08priority\x18\x03 \x01(\x01\"%\n\x0fRescheduleReply\x12\x12\n\nnext_cycle\x18\x01 \x01(\x03\"#\n\x13\x43ycleHistoryRequest\x12\x0c\n\x04last\x18\x01 \x01(\x05\"\xc8\x03\n\x0b\x43ycleRecord\x12\r\n\x05\x63ycle\x18\x01 \x01(\x03\x12\r\n\x05start\x18\x02 \x01(\x01\x12\x0b\n\x03\x65nd\x18\x03 \x01(\x01\x12\x0f\n\x07matches\x18\x04 \x01(\x05\x12\x12\n\nrejections\x18\x05 \x01(\x05\x12\x10\n\x08\x64uration\x18\x06 \x01(\x01\x12\x15\n\rwall_duration\x18\x07 \x01(\x01\x12\r\n\x05slots\x18\x08 \x01(\x05\x12\x12\n\nsubmitters\x18\t \x01(\x05\x12\x13\n\x0brescheduled\x18\n \x01(\x08\x12\x10\n\x08requests\x18\x0b \x01(\x05\x12\x12\n\nconsidered\x18\x0c \x01(\x05\x12\x13\n\x0bsignificant\x18\r \x01(\x05\x12\x13\n\x0bpool_weight\x18\x0e \x01(\x01\x12\x14\n\x0c\x63pu_duration\x18\x0f \x01(\x01\x12\x13\n\x0bslot_groups\x18\x10 \x01(\x05\x12\x14\n\x0c\x61utoclusters\x18\x11 \x01(\x05\x12\x33\n\x06phases\x18\x12 \x03(\x0b\x32#.htcpool.v1.CycleRecord.PhasesEntry\x12\x13\n\x0b\x65valuations\x18\x13 \x01(\x05\x1a-\n\x0bPhasesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"<\n\x11\x43ycleHistoryReply\x12\'\n\x06\x63ycles\x18\x01 \x03(\x0b\x32\x17.htcpool.v1.CycleRecord2\xa8\x02\n\nNegotiator\x12<\n\nReschedule\x12\x11.htcpool.v1.Empty\x1a\x1b.htcpool.v1.RescheduleReply\x12N\n\x0c\x43ycleHistory\x12\x1f.htcpool.v1.CycleHistoryRequest\x1a\x1d.htcpool.v1.CycleHistoryReply\x12\x42\n\x08UserPrio\x12\x1b.htcpool.v1.UserPrioRequest\x1a\x19.htcpool.v1.UserPrioReply\x12H\n\x0bSetUserPrio\x12\x1e.htcpool.v1.SetUserPrioRequest\x1a\x19.htcpool.v1.UserPrioEntryb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'htcpool.negotiator_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_CYCLERECORD_PHASESENTRY']._loaded_options = None
+  _globals['_CYCLERECORD_PHASESENTRY']._serialized_options = b'8\001'
   _globals['_USERPRIOREQUEST']._serialized_start=62
   _globals['_USERPRIOREQUEST']._serialized_end=98
   _globals['_USERPRIOENTRY']._serialized_start=101
@@ -45,9 +47,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CYCLEHISTORYREQUEST']._serialized_start=591
   _globals['_CYCLEHISTORYREQUEST']._serialized_end=626
   _globals['_CYCLERECORD']._serialized_start=629
-  _globals['_CYCLERECORD']._serialized_end=899
-  _globals['_CYCLEHISTORYREPLY']._serialized_start=901
-  _globals['_CYCLEHISTORYREPLY']._serialized_end=961
-  _globals['_NEGOTIATOR']._serialized_start=964
-  _globals['_NEGOTIATOR']._serialized_end=1260
+  _globals['_CYCLERECORD']._serialized_end=1085
+  _globals['_CYCLERECORD_PHASESENTRY']._serialized_start=1040
+  _globals['_CYCLERECORD_PHASESENTRY']._serialized_end=1085
+  _globals['_CYCLEHISTORYREPLY']._serialized_start=1087
+  _globals['_CYCLEHISTORYREPLY']._serialized_end=1147
+  _globals['_NEGOTIATOR']._serialized_start=1150
+  _globals['_NEGOTIATOR']._serialized_end=1446
 # @@protoc_insertion_point(module_scope)

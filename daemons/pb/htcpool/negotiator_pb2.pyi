@@ -72,7 +72,14 @@ class CycleHistoryRequest(_message.Message):
     def __init__(self, last: _Optional[int] = ...) -> None: ...
 
 class CycleRecord(_message.Message):
-    __slots__ = ("cycle", "start", "end", "matches", "rejections", "duration", "wall_duration", "slots", "submitters", "rescheduled", "requests", "considered", "significant", "pool_weight")
+    __slots__ = ("cycle", "start", "end", "matches", "rejections", "duration", "wall_duration", "slots", "submitters", "rescheduled", "requests", "considered", "significant", "pool_weight", "cpu_duration", "slot_groups", "autoclusters", "phases", "evaluations")
+    class PhasesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     CYCLE_FIELD_NUMBER: _ClassVar[int]
     START_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
@@ -87,6 +94,11 @@ class CycleRecord(_message.Message):
     CONSIDERED_FIELD_NUMBER: _ClassVar[int]
     SIGNIFICANT_FIELD_NUMBER: _ClassVar[int]
     POOL_WEIGHT_FIELD_NUMBER: _ClassVar[int]
+    CPU_DURATION_FIELD_NUMBER: _ClassVar[int]
+    SLOT_GROUPS_FIELD_NUMBER: _ClassVar[int]
+    AUTOCLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    PHASES_FIELD_NUMBER: _ClassVar[int]
+    EVALUATIONS_FIELD_NUMBER: _ClassVar[int]
     cycle: int
     start: float
     end: float
@@ -101,7 +113,12 @@ class CycleRecord(_message.Message):
     considered: int
     significant: int
     pool_weight: float
-    def __init__(self, cycle: _Optional[int] = ..., start: _Optional[float] = ..., end: _Optional[float] = ..., matches: _Optional[int] = ..., rejections: _Optional[int] = ..., duration: _Optional[float] = ..., wall_duration: _Optional[float] = ..., slots: _Optional[int] = ..., submitters: _Optional[int] = ..., rescheduled: _Optional[bool] = ..., requests: _Optional[int] = ..., considered: _Optional[int] = ..., significant: _Optional[int] = ..., pool_weight: _Optional[float] = ...) -> None: ...
+    cpu_duration: float
+    slot_groups: int
+    autoclusters: int
+    phases: _containers.ScalarMap[str, float]
+    evaluations: int
+    def __init__(self, cycle: _Optional[int] = ..., start: _Optional[float] = ..., end: _Optional[float] = ..., matches: _Optional[int] = ..., rejections: _Optional[int] = ..., duration: _Optional[float] = ..., wall_duration: _Optional[float] = ..., slots: _Optional[int] = ..., submitters: _Optional[int] = ..., rescheduled: _Optional[bool] = ..., requests: _Optional[int] = ..., considered: _Optional[int] = ..., significant: _Optional[int] = ..., pool_weight: _Optional[float] = ..., cpu_duration: _Optional[float] = ..., slot_groups: _Optional[int] = ..., autoclusters: _Optional[int] = ..., phases: _Optional[_Mapping[str, float]] = ..., evaluations: _Optional[int] = ...) -> None: ...
 
 class CycleHistoryReply(_message.Message):
     __slots__ = ("cycles",)

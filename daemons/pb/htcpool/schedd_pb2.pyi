@@ -100,18 +100,20 @@ class ActReply(_message.Message):
     def __init__(self, affected: _Optional[int] = ..., job_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class NegotiatorMessage(_message.Message):
-    __slots__ = ("start", "send_requests", "match", "reject", "end")
+    __slots__ = ("start", "send_requests", "match", "reject", "end", "outcomes")
     START_FIELD_NUMBER: _ClassVar[int]
     SEND_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     MATCH_FIELD_NUMBER: _ClassVar[int]
     REJECT_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
     start: NegotiateStart
     send_requests: SendRequests
     match: MatchFound
     reject: RequestRejected
     end: NegotiateEnd
-    def __init__(self, start: _Optional[_Union[NegotiateStart, _Mapping]] = ..., send_requests: _Optional[_Union[SendRequests, _Mapping]] = ..., match: _Optional[_Union[MatchFound, _Mapping]] = ..., reject: _Optional[_Union[RequestRejected, _Mapping]] = ..., end: _Optional[_Union[NegotiateEnd, _Mapping]] = ...) -> None: ...
+    outcomes: Outcomes
+    def __init__(self, start: _Optional[_Union[NegotiateStart, _Mapping]] = ..., send_requests: _Optional[_Union[SendRequests, _Mapping]] = ..., match: _Optional[_Union[MatchFound, _Mapping]] = ..., reject: _Optional[_Union[RequestRejected, _Mapping]] = ..., end: _Optional[_Union[NegotiateEnd, _Mapping]] = ..., outcomes: _Optional[_Union[Outcomes, _Mapping]] = ...) -> None: ...
 
 class NegotiateStart(_message.Message):
     __slots__ = ("submitter", "significant_attrs", "cycle", "pool_time", "job_constraint")
@@ -151,6 +153,20 @@ class MatchFound(_message.Message):
     slot_ad: _common_pb2.ClassAd
     consumed: _containers.ScalarMap[str, int]
     def __init__(self, request_id: _Optional[str] = ..., claim_id: _Optional[str] = ..., slot_ad: _Optional[_Union[_common_pb2.ClassAd, _Mapping]] = ..., consumed: _Optional[_Mapping[str, int]] = ...) -> None: ...
+
+class Outcome(_message.Message):
+    __slots__ = ("match", "reject")
+    MATCH_FIELD_NUMBER: _ClassVar[int]
+    REJECT_FIELD_NUMBER: _ClassVar[int]
+    match: MatchFound
+    reject: RequestRejected
+    def __init__(self, match: _Optional[_Union[MatchFound, _Mapping]] = ..., reject: _Optional[_Union[RequestRejected, _Mapping]] = ...) -> None: ...
+
+class Outcomes(_message.Message):
+    __slots__ = ("outcomes",)
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    outcomes: _containers.RepeatedCompositeFieldContainer[Outcome]
+    def __init__(self, outcomes: _Optional[_Iterable[_Union[Outcome, _Mapping]]] = ...) -> None: ...
 
 class RequestRejected(_message.Message):
     __slots__ = ("request_id", "reason")

@@ -1,0 +1,349 @@
+"""Slot ads as a negotiation cycle reads them: a cheap pass per ad, the real work once per shape.
+
+Beyond HTCondor (seed 000's "Future Work": cluster machine ads as jobs are clustered).
+In a big pool most slot ads differ only in per-instance attributes: Name, SlotID,
+addresses, claim ids, timestamps (`INSTANCE_ATTRS`). An ad's *shape* is its text with
+those attributes cut out, found by one regular expression over the text; everything
+that depends only on the rest of the ad is worked out once per shape: the attribute
+texts that group slots for matching, the slot attributes its expressions look at,
+values such as State and SlotWeight, whether it has a consumption policy. Per ad
+there is only the cut itself and a few dictionary look-ups, and an ad is parsed
+into a ClassAd only when something has to evaluate it (a group's first slot, a
+request that looks at single slots, a partitionable slot split by a consumption
+policy), not for being counted.
+
+Exactness: slots of one shape have identical texts for every other attribute, so
+anything computed from those attributes holds for all of them. An instance
+attribute that some expression refers to is taken back into account wherever it
+matters (the matchmaker's grouping key, a per-slot SlotWeight). Text the cut cannot
+read safely (escapes, a ';' inside a string, quoted attribute names, another
+printer's spacing) falls back to reading the ad attribute by attribute, which only
+makes groups finer.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, Hashable
+
+import classad2
+
+from daemons.core import ads
+
+# Attributes that tell otherwise identical slots apart without making them match differently.
+INSTANCE_ATTR_NAMES = (
+    "Name", "Machine", "SlotID", "MyAddress", "StartdIpAddr", "ClaimId", "Capability", "PublicClaimId",
+    "LastHeardFrom", "DaemonStartTime", "EnteredCurrentState", "EnteredCurrentActivity",
+    "UpdateSequenceNumber", "KeyboardIdle", "CurrentTime", "MyCurrentTime", "NumDynamicSlots", "ChildCpus",
+    "UidDomain", "FileSystemDomain", "StartdName",
+)
+INSTANCE_ATTRS = frozenset(a.lower() for a in INSTANCE_ATTR_NAMES)
+# `CurrentTime` is the negotiator's own (it sets it before evaluating): never part of a key.
+_CURRENT_TIME = "currenttime"
+
+# "; Name = value" of an instance attribute in "; "-separated one-line ad text. Split
+# with the groups, the text falls apart into [shape piece, name, value, shape piece, ...].
+_INSTANCE_ITEM = re.compile(r"; (" + "|".join(INSTANCE_ATTR_NAMES) + r") = ([^;]*)")
+_WORDS = frozenset(("true", "false", "undefined", "error"))
+_CACHE_LIMIT = 20_000
+
+
+def is_literal_text(text: str) -> bool:
+    """True for texts that are literals whatever the ad (they refer to nothing); False if unsure."""
+    c = text[:1]
+    if c == '"':
+        return len(text) > 1 and text[-1] == '"' and text.count('"') == 2 and "\\" not in text
+    if c.isdigit() or (c == "-" and text[1:2].isdigit()):
+        try:
+            float(text)
+        except ValueError:
+            return False
+        return True
+    return text in _WORDS
+
+
+def string_value(text: str) -> str | None:
+    """The string a simple string-literal text stands for, else None."""
+    if len(text) > 1 and text[0] == '"' and text[-1] == '"' and text.count('"') == 2 and "\\" not in text:
+        return text[1:-1]
+    return None
+
+
+class Shape:
+    """What slots of one shape share: every attribute but the instance ones."""
+
+    __slots__ = ("id", "items", "values", "machine_refs", "memo", "got", "dependent")
+
+    def __init__(self, shape_id: int, items: tuple[tuple[str, str], ...], machine_refs: frozenset[str]) -> None:
+        self.id = shape_id
+        self.items = items                      # (lower name, value text), sorted
+        self.values = dict(items)
+        self.machine_refs = machine_refs        # slot attributes these attributes' expressions refer to
+        self.memo: dict[str, Any] = {}          # per-shape results others compute (weights, policies)
+        self.got: dict[str, Any] = {}           # SlotView.get results of shape attributes
+        self.dependent = bool(machine_refs & INSTANCE_ATTRS)   # its expressions look at instance attributes
+
+
+class SlotView:
+    """One slot ad of a cycle: its text, its shape, its instance attributes, its ad when needed."""
+
+    __slots__ = ("text", "_ad", "_parse", "shape", "names", "values", "machine_refs", "sig_key", "_dependent")
+
+    def __init__(self, text: str, ad: classad2.ClassAd | None, parse: Callable[[str], classad2.ClassAd] | None,
+                 shape: Shape, names: tuple[str, ...], values: tuple[str, ...], machine_refs: frozenset[str],
+                 instance_exprs: tuple[tuple[str, str], ...] = ()) -> None:
+        self.text = text
+        self._ad = ad
+        self._parse = parse
+        self.shape = shape
+        self.names = names                      # instance attributes as spelled, in text order
+        self.values = values                    # and their value texts
+        self.machine_refs = machine_refs        # the shape's, plus those of instance expressions
+        # Equal for ads whose significant attributes are sure to be equal: same shape,
+        # same attribute names, same instance expressions.
+        self.sig_key: Hashable = (shape.id, names, instance_exprs)
+        self._dependent = shape.dependent if machine_refs is shape.machine_refs else \
+            bool(machine_refs & INSTANCE_ATTRS)
+
+    @property
+    def ad(self) -> classad2.ClassAd:
+        if self._ad is None:
+            assert self._parse is not None
+            self._ad = self._parse(self.text)
+        return self._ad
+
+    @property
+    def parsed(self) -> bool:
+        return self._ad is not None
+
+    @property
+    def instance(self) -> tuple[tuple[str, str], ...]:
+        """(lower name, value text) of the instance attributes, sorted; CurrentTime left out."""
+        return tuple(sorted((n.lower(), v) for n, v in zip(self.names, self.values) if n.lower() != _CURRENT_TIME))
+
+    @property
+    def items(self) -> tuple[tuple[str, str], ...]:
+        """Every attribute (lower name, value text), sorted; CurrentTime left out."""
+        return tuple(sorted(self.shape.items + self.instance))
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """ads.get(ad, name), straight from the text when the value is a simple literal."""
+        shape = self.shape
+        got = shape.got.get(name, _MISSING)
+        if got is _MISSING:
+            t = shape.values.get(name.lower())
+            got = shape.got[name] = _NOT_IN_SHAPE if t is None else _literal_value(t)
+        if got is _NOT_IN_SHAPE:
+            try:
+                i = self.names.index(name)
+            except ValueError:
+                low = name.lower()
+                i = next((j for j, n in enumerate(self.names) if n.lower() == low), -1)
+            if i < 0:
+                return default if self._ad is None or name not in self._ad else ads.get(self._ad, name, default)
+            got = _literal_value(self.values[i])
+        if got is _EVALUATE:
+            return ads.get(self.ad, name, default)
+        return got
+
+    def key(self, referenced_of: Callable[[tuple[str, ...]], tuple[int, ...]]) -> tuple:
+        """Slots with equal keys match and rank every request alike. `referenced_of(names)`
+        gives the positions of the instance attributes that something looks at."""
+        picked = referenced_of(self.names)
+        if not picked:
+            return (self.shape.id,)
+        values = self.values
+        return (self.shape.id,) + tuple((self.names[i].lower(), values[i]) for i in picked)
+
+    def depends_on_instance(self) -> bool:
+        """True if some expression of the ad looks at an instance attribute (or CurrentTime)."""
+        return self._dependent
+
+    def string(self, name: str) -> Any:
+        """get() of an instance attribute spelled as INSTANCE_ATTR_NAMES spells it (Name, ClaimId...)."""
+        try:
+            s = string_value(self.values[self.names.index(name)])
+        except ValueError:
+            s = None
+        return s if s is not None else self.get(name)
+
+
+_MISSING = object()
+_NOT_IN_SHAPE = object()
+_EVALUATE = object()
+
+
+def _literal_value(text: str) -> Any:
+    """The Python value ads.get gives for a literal text, or _EVALUATE if the ad must evaluate it."""
+    s = string_value(text)
+    if s is not None:
+        return s
+    if text == "true":
+        return True
+    if text == "false":
+        return False
+    if text.isdigit():
+        return int(text)
+    return _EVALUATE
+
+
+def referenced_positions(instance_attrs: frozenset[str]) -> Callable[[tuple[str, ...]], tuple[int, ...]]:
+    """For SlotView.key: positions of the instance attributes not in `instance_attrs` (those
+    something looks at), cached per tuple of names; CurrentTime is never one."""
+    cache: dict[tuple[str, ...], tuple[int, ...]] = {}
+
+    def positions(names: tuple[str, ...]) -> tuple[int, ...]:
+        found = cache.get(names)
+        if found is None:
+            found = cache[names] = tuple(i for i, n in enumerate(names)
+                                         if n.lower() not in instance_attrs and n.lower() != _CURRENT_TIME)
+        return found
+    return positions
+
+
+class References:
+    """What expressions refer to, cached by text: (qualifier, name) pairs, qualifier None/'my'/'target'."""
+
+    _EMPTY = classad2.ClassAd()
+
+    def __init__(self) -> None:
+        self._by_text: dict[str, tuple[tuple[str | None, str], ...]] = {}
+
+    def of(self, text: str) -> tuple[tuple[str | None, str], ...]:
+        refs = self._by_text.get(text)
+        if refs is None:
+            try:
+                raw = self._EMPTY.externalRefs(classad2.ExprTree(text + "\n"))
+            except Exception:
+                raw = []
+            out = []
+            for r in raw:
+                if not r:
+                    continue
+                head, dot, rest = r.partition(".")
+                if dot and head.lower() in ("my", "target", "other"):
+                    out.append(("my" if head.lower() == "my" else "target", rest.split(".")[0].split("[")[0]))
+                else:
+                    out.append((None, r.split(".")[0].split("[")[0]))
+            refs = tuple(out)
+            if len(self._by_text) > _CACHE_LIMIT:
+                self._by_text.clear()
+            self._by_text[text] = refs
+        return refs
+
+    def machine_side(self, text: str) -> set[str]:
+        """Names that may be slot attributes when the slot is MY (MY.x and bare x)."""
+        return {n.lower() for q, n in self.of(text) if q != "target"}
+
+    def target_side(self, text: str) -> set[str]:
+        """Names that may be slot attributes when the slot is TARGET (TARGET.x and bare x)."""
+        return {n.lower() for q, n in self.of(text) if q != "my"}
+
+
+class SlotCache:
+    """Views of slot-ad texts and their shapes, kept across cycles (an unchanged ad costs a look-up)."""
+
+    def __init__(self) -> None:
+        self.refs = References()
+        self._by_text: dict[str, SlotView] = {}
+        self._shapes: dict[str, Shape] = {}
+        self._expr_refs: dict[str, frozenset[str]] = {}   # value text -> machine refs (empty: not an expression)
+        self._shape_ids = 0
+
+    def view(self, text: str, ad: classad2.ClassAd | None = None,
+             parse: Callable[[str], classad2.ClassAd] | None = None) -> SlotView:
+        """The view of an ad's text; `ad` is the text parsed (or `parse` makes it when needed)."""
+        v = self._by_text.get(text)
+        if v is not None:
+            if v._ad is None and ad is not None:
+                v._ad = ad
+            return v
+        if parse is None and ad is None:
+            raise ValueError("a slot view needs the ad or a way to parse it")
+        parse = parse or (lambda t: ads.parse_ad(t, "slot ad"))
+        v = self._fast_view(text, ad, parse)
+        if v is None:
+            v = self._slow_view(text, ad if ad is not None else parse(text), parse)
+        self._by_text[text] = v
+        return v
+
+    def trim(self, live: int) -> None:
+        if len(self._by_text) > 4 * max(1, live) + 1000:
+            self._by_text.clear()  # bounded: slots that changed leave stale entries behind
+        if len(self._shapes) > 4 * max(1, live) + 1000:
+            self._shapes.clear()
+        if len(self._expr_refs) > _CACHE_LIMIT:
+            self._expr_refs.clear()
+
+    # ---- reading ---------------------------------------------------------------------------
+    def _fast_view(self, text: str, ad: classad2.ClassAd | None,
+                   parse: Callable[[str], classad2.ClassAd]) -> SlotView | None:
+        if not (text.startswith("[ ") and text.endswith(" ]")) or "\\" in text or "'" in text:
+            return None
+        body = "; " + text[2:-2]
+        # Every ';' must separate attributes: none may sit inside a string literal
+        # (without escapes, the odd pieces between quotes are the strings' insides).
+        if ";" in "".join(body.split('"')[1::2]):
+            return None
+        parts = _INSTANCE_ITEM.split(body)
+        shape_text = "".join(parts[0::3])
+        names = tuple(parts[1::3])
+        values = tuple(parts[2::3])
+        shape = self._shapes.get(shape_text)
+        if shape is None:
+            ad = ad if ad is not None else parse(text)
+            items = ads.ad_items(ad, text)
+            removed = set(names)
+            if not removed <= {k for k, _ in items}:
+                return None  # the ad is not what the text says
+            kept = tuple(sorted((k.lower(), t) for k, t in items
+                                if k not in removed and k.lower() != _CURRENT_TIME))
+            shape = self._new_shape(kept, ad)
+            self._shapes[shape_text] = shape
+        refs = shape.machine_refs
+        exprs: tuple[tuple[str, str], ...] = ()
+        # Instance values are nearly always string or integer literals: then, outside the
+        # quotes, nothing is left but digits, minus signs and separators.
+        if "".join("\x00".join(values).split('"')[0::2]).strip("0123456789-\x00"):
+            found = []
+            for n, t in zip(names, values):
+                if not is_literal_text(t):
+                    found.append((n.lower(), t))
+                    extra = self._refs_of(t, lambda: ad if ad is not None else parse(text), n.lower())
+                    if extra:
+                        refs = refs | extra
+            exprs = tuple(found)
+        return SlotView(text, ad, parse, shape, names, values, refs, exprs)
+
+    def _slow_view(self, text: str, ad: classad2.ClassAd, parse: Callable[[str], classad2.ClassAd]) -> SlotView:
+        """Attribute by attribute: the ad's shape is its own."""
+        items = ads.ad_items(ad, text)
+        kept = tuple(sorted((k.lower(), t) for k, t in items
+                            if k.lower() not in INSTANCE_ATTRS and k.lower() != _CURRENT_TIME))
+        instance = [(k, t) for k, t in items if k.lower() in INSTANCE_ATTRS]
+        shape = self._new_shape(kept, ad)
+        refs = shape.machine_refs
+        exprs = []
+        for n, t in instance:
+            if not is_literal_text(t) and n.lower() != _CURRENT_TIME:
+                exprs.append((n.lower(), t))
+                refs = refs | self._refs_of(t, lambda: ad, n.lower())
+        return SlotView(text, ad, parse, shape, tuple(n for n, _ in instance), tuple(t for _, t in instance), refs,
+                        tuple(exprs))
+
+    def _new_shape(self, items: tuple[tuple[str, str], ...], ad: classad2.ClassAd) -> Shape:
+        refs: set[str] = set()
+        for n, t in items:
+            if not is_literal_text(t):
+                refs |= self._refs_of(t, lambda: ad, n)
+        self._shape_ids += 1
+        return Shape(self._shape_ids, items, frozenset(refs))
+
+    def _refs_of(self, text: str, get_ad: Callable[[], classad2.ClassAd], lower_name: str) -> frozenset[str]:
+        """Slot attributes an attribute's value refers to (MY side); none for literals and lists."""
+        refs = self._expr_refs.get(text)
+        if refs is None:
+            ad = get_ad()
+            value = ad[lower_name] if lower_name in ad else None   # names are case-insensitive
+            refs = frozenset(self.refs.machine_side(text)) if isinstance(value, classad2.ExprTree) else frozenset()
+            self._expr_refs[text] = refs
+        return refs

@@ -1,0 +1,150 @@
+"""Slot views (the negotiator's cheap read of slot ads) agree with reading the ads attribute by attribute."""
+from __future__ import annotations
+
+import random
+
+import classad2
+
+from daemons.core import ads
+from daemons.negotiator.matchmaker import Matchmaker, MatchPolicy, symmetric_match
+from daemons.negotiator.significant import SignificantAttributes
+from daemons.negotiator.slotads import INSTANCE_ATTRS, SlotCache, is_literal_text
+
+POST = "(RemoteOwner =?= UNDEFINED) * (ifthenElse(isUndefined(KFlops), 1000, Kflops) - SlotID - 1.0e10*(Offline=?=True))"
+
+
+def slot_text(host: str, slot_id: int, **extra) -> str:
+    attrs = {"MyType": "Machine", "Name": f"slot{slot_id}@{host}", "Machine": host, "SlotID": slot_id,
+             "Cpus": 1, "Memory": 2048, "State": "Unclaimed", "Activity": "Idle", "KFlops": 1000,
+             "ClaimId": f"<1.2.3.4:5>#{slot_id}#{host}", "StartdIpAddr": "<1.2.3.4:5>",
+             "Start": ads.Expr("TARGET.RequestMemory <= MY.Memory"), "Requirements": ads.Expr("START"),
+             "SlotWeight": ads.Expr("Cpus"), "EnteredCurrentState": 1000 + slot_id}
+    attrs.update(extra)
+    return repr(classad2.ClassAd(ads.ad_text(attrs)))
+
+
+def test_split_ad_text_reads_what_the_library_prints():
+    ad = classad2.ClassAd()
+    ad["S"] = 'a;b = "c"; d'
+    ad["B"] = 'back\\slash "q";x'
+    ad["L"] = classad2.ExprTree("{1, 2}")
+    ad["E"] = classad2.ExprTree('strcat("x;", TARGET.Y) == "q;r"')
+    items = ads.split_ad_text(repr(ad))
+    assert items is not None and len(items) == len(ad)
+    for name, text in items:
+        assert repr(classad2.ClassAd(f"[ X = {text} ]").lookup("X")) == repr(ad.lookup(name))
+    nested = classad2.ClassAd("[ A = 1; N = [ b = 1; c = 2 ] ]")
+    assert ads.split_ad_text(repr(nested)) is None
+    assert [k for k, _ in ads.ad_items(nested, repr(nested))] == list(nested.keys())
+    assert ads.split_ad_text("[ ]") == []
+
+
+def test_views_group_like_a_reading_of_every_attribute():
+    cache = SlotCache()
+    texts = [slot_text(f"h{i}", s) for i in range(4) for s in (1, 2)]
+    views = [cache.view(t, classad2.ClassAd(t)) for t in texts]
+    assert len({v.shape.id for v in views}) == 1
+    assert {n.lower() for n in views[0].names} <= INSTANCE_ATTRS
+    for v, t in zip(views, texts):
+        ad = classad2.ClassAd(t)
+        assert v.items == tuple(sorted((k.lower(), t2) for k, t2 in ads.ad_items(ad, t) if k != "CurrentTime"))
+        for attr in ("Name", "State", "ClaimId", "SlotID", "Cpus", "Memory", "Start", "Nope", "KFlops"):
+            assert v.get(attr) == ads.get(ad, attr), attr
+    # A different Memory is a different shape; a string with a ';' is read the slow way.
+    other = cache.view(slot_text("h9", 1, Memory=4096), None, classad2.ClassAd)
+    odd = cache.view(slot_text("h8", 1, Note="a; Name = x"), None, classad2.ClassAd)
+    assert len({views[0].shape.id, other.shape.id, odd.shape.id}) == 3
+    assert odd.get("Note") == "a; Name = x" and odd.get("Name") == "slot1@h8"
+
+
+def test_an_instance_attribute_that_is_an_expression_counts():
+    cache = SlotCache()
+    plain = cache.view(slot_text("h1", 1), None, classad2.ClassAd)
+    looked = cache.view(slot_text("h2", 1, KeyboardIdle=ads.Expr("TARGET.X + Foo")), None, classad2.ClassAd)
+    assert plain.shape is looked.shape
+    assert "foo" in looked.machine_refs and "foo" not in plain.machine_refs
+    assert plain.sig_key != looked.sig_key
+    # The first slot of a shape is parsed to learn the shape; the others are not.
+    assert not cache.view(slot_text("h4", 1), None, classad2.ClassAd).parsed
+    # An expression that looks at an instance attribute makes the slot's weight its own.
+    mine = cache.view(slot_text("h3", 1, SlotWeight=ads.Expr("SlotID")), None, classad2.ClassAd)
+    assert mine.depends_on_instance() and not plain.depends_on_instance()
+
+
+def test_a_policy_that_looks_at_slot_id_splits_view_groups_by_it():
+    cache = SlotCache()
+    texts = [slot_text(f"h{i}", s) for i in range(5) for s in (1, 2, 3)]
+    views = [cache.view(t, None, classad2.ClassAd) for t in texts]
+    assert len(Matchmaker.from_views(views, MatchPolicy(), 1000.0, cache).groups) == 1
+    assert len(Matchmaker.from_views(views, MatchPolicy("", POST), 1000.0, cache).groups) == 3
+    # Only the slot that taught the shape has been parsed; matching parses the group's first slot.
+    mm = Matchmaker.from_views(views, MatchPolicy(), 1000.0, cache)
+    assert sum(v.parsed for v in views) == 1
+    assert mm.match(classad2.ClassAd("[ Requirements = true; RequestMemory = 1 ]")).slot_name == "slot1@h0"
+    assert sum(v.parsed for v in views) == 1
+
+
+def test_significant_attributes_from_views_equal_those_from_ads():
+    rng = random.Random(7)
+    cache = SlotCache()
+    texts = []
+    for i in range(30):
+        extra = rng.choice([{}, {"Start": ads.Expr('TARGET.Dept =?= "x"')}, {"Rank": ads.Expr('TARGET.Owner == "u"')},
+                            {"KeyboardIdle": ads.Expr("TARGET.Idle")}])
+        texts.append(slot_text(f"h{i % 7}", i, **extra))
+    pairs = [(classad2.ClassAd(t), t) for t in texts]
+    views = [cache.view(t, None, classad2.ClassAd) for t in texts]
+    policy = ["TARGET.Foo + Cpus"]
+    assert SignificantAttributes().compute_views(views, policy) == SignificantAttributes().compute(pairs, policy)
+
+
+def test_one_evaluation_of_both_requirements_is_symmetric_match():
+    values = ["true", "false", "1", "0", "0.5", "0.0", '"yes"', "undefined", "error", "1/0", "TARGET.Missing",
+              "TARGET.V > 1", "MY.V > 1", "V > 1", "TARGET.V", "{1}"]
+    rng = random.Random(3)
+    for _ in range(400):
+        job = classad2.ClassAd(f"[ V = {rng.choice(['1', '2', 'true', 'undefined'])} ]")
+        slot = classad2.ClassAd("[ V = " + rng.choice(["0", "2", "false", '"s"']) + " ]")
+        for ad in (job, slot):
+            r = rng.choice(values + ["missing"])
+            if r != "missing":
+                ad["Requirements"] = classad2.ExprTree(r)
+        assert symmetric_match(job, slot) == job.symmetricMatch(slot), (repr(job), repr(slot))
+
+
+def test_literal_texts():
+    for t in ('"a"', "1", "-1", "1.5", "1.500000000000000E+03", "true", "false", "undefined", "error"):
+        assert is_literal_text(t), t
+    for t in ('"a" + b', "x", "1 + 2", "-inf", '"a\\"b"', "{ 1,2 }"):
+        assert not is_literal_text(t), t
+
+
+def test_a_policy_that_reaches_job_attributes_through_the_slot_is_evaluated_per_request():
+    from tests.unit.test_slot_groups import brute_force, request, slot
+
+    # The pre-job rank looks at the slot's Rank, which looks at the job's Prio; RemoteOwner
+    # is a job attribute only some requests have.
+    pre = "10 * My.Rank + (RemoteOwner =?= undefined) - Memory"
+    post = "KFlops - SlotID"
+    rng = random.Random(11)
+    for seed in range(10):
+        slots = []
+        for h in range(6):
+            rank = rng.choice(["0", "TARGET.Prio", "TARGET.Prio * 2"])
+            for sid in (1, 2):
+                s = slot(f"h{h}", sid, 4, rng.choice([2048, 4096]))
+                s["Rank"] = classad2.ExprTree(rank)
+                slots.append(s)
+        policy = MatchPolicy(pre, post)
+        mm = Matchmaker.from_ads([classad2.ClassAd(repr(s)) for s in slots], policy, 1000.0)
+        remaining = [classad2.ClassAd(repr(s)) for s in slots]
+        for _ in range(10):
+            req = request(1, 1024)
+            if rng.random() < 0.5:
+                req["Prio"] = rng.randint(-3, 3)
+            if rng.random() < 0.3:
+                req["RemoteOwner"] = "someone"
+            expected = brute_force(remaining, policy, classad2.ClassAd(repr(req)))
+            got = mm.match(classad2.ClassAd(repr(req)))
+            assert getattr(got, "slot_name", None) == expected, seed
+            remaining = [s for s in remaining if s.eval("Name") != expected]
