@@ -218,7 +218,7 @@ class Matchmaker:
             else:
                 g.members.append(c)
         mm.groups = sorted(by_key.values(), key=lambda g: g.first.order)
-        cache.trim(len(views))
+        cache.trim(views)
         return mm
 
     def _ignore(self, why: str) -> None:

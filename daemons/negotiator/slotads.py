@@ -23,7 +23,7 @@ makes groups finer.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, Sequence
 
 import classad2
 
@@ -266,10 +266,12 @@ class SlotCache:
         self._by_text[text] = v
         return v
 
-    def trim(self, live: int) -> None:
-        if len(self._by_text) > 4 * max(1, live) + 1000:
-            self._by_text.clear()  # bounded: slots that changed leave stale entries behind
-        if len(self._shapes) > 4 * max(1, live) + 1000:
+    def trim(self, live: Sequence[SlotView]) -> None:
+        """Forget the views of ads no longer in the pool: the collector restamps an ad at
+        every update, so each cycle brings new texts and the old ones would pile up."""
+        if len(self._by_text) > 2 * len(live) + 100:
+            self._by_text = {v.text: v for v in live}
+        if len(self._shapes) > 4 * len(live) + 1000:
             self._shapes.clear()
         if len(self._expr_refs) > _CACHE_LIMIT:
             self._expr_refs.clear()

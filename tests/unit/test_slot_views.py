@@ -148,3 +148,14 @@ def test_a_policy_that_reaches_job_attributes_through_the_slot_is_evaluated_per_
             got = mm.match(classad2.ClassAd(repr(req)))
             assert getattr(got, "slot_name", None) == expected, seed
             remaining = [s for s in remaining if s.eval("Name") != expected]
+
+
+def test_views_of_ads_gone_from_the_pool_are_forgotten():
+    cache = SlotCache()
+    for cycle in range(5):
+        # Every cycle the collector's stamp makes new texts of the same 200 slots.
+        texts = [slot_text(f"h{i}", 1, LastHeardFrom=cycle) for i in range(200)]
+        views = [cache.view(t, None, classad2.ClassAd) for t in texts]
+        Matchmaker.from_views(views, MatchPolicy(), 1000.0, cache)
+        assert len(cache._by_text) <= 2 * 200 + 100
+    assert len(cache._shapes) == 1
