@@ -515,5 +515,11 @@ def bench_autocluster(args: argparse.Namespace) -> int:
     return 0
 
 
+def bench_negotiator(args: argparse.Namespace) -> int:
+    from daemons.cli.bench_negotiator import bench_negotiator as run
+    return run(args)
+
+
 BENCHES: dict[str, Callable[[argparse.Namespace], int]] = {"throughput": bench_throughput,
-                                                          "autocluster": bench_autocluster}
+                                                          "autocluster": bench_autocluster,
+                                                          "negotiator": bench_negotiator}

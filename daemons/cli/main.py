@@ -597,6 +597,12 @@ def build_parser() -> argparse.ArgumentParser:
     b = benches.add_parser("autocluster", parents=[common], help="schedd autocluster ids: jobs/s and re-clustering cost")
     b.add_argument("--jobs", type=int, default=100_000)
     b.add_argument("--seed", type=int, default=0)
+    b = benches.add_parser("negotiator", parents=[common],
+                           help="one negotiation cycle's wall and CPU time at 1k, 10k and 50k slots")
+    b.add_argument("--sizes", default="1000,10000,50000", help="pool sizes in slots (default 1000,10000,50000)")
+    b.add_argument("--jobs", type=int, default=100_000, help="idle jobs (default 100,000)")
+    b.add_argument("--submitters", type=int, default=100, help="submitters (default 100)")
+    b.add_argument("--autoclusters", type=int, default=500, help="job kinds, one autocluster each (default 500)")
     for b in benches.choices.values():
         b.add_argument("--json", action="store_true", help="end with one JSON object")
         b.set_defaults(fn=cmd_bench)

@@ -1,0 +1,390 @@
+"""`htcpool bench negotiator`: one negotiation cycle's wall and CPU time against pool size.
+
+For each size a fresh pool of processes: collector, negotiator, schedd, and a few
+startd processes, each emulating many 8-core machines of static 1-core slots. The
+machines come in three classes (one class per startd process), so the negotiator
+has both a START to evaluate against the job and slots that only some jobs fit:
+
+- std:    8 slots of 2 GB, START = True
+- bigmem: 8 slots of 8 GB, START = True
+- dept:   8 slots of 4 GB, START = TARGET.Department =?= MY.Department ("physics")
+
+The jobs (default 100,000 from 100 submitters, 500 autoclusters): each submitter
+submits `autoclusters / submitters` clusters, one per job kind; kinds differ in
+request_memory (a value no other kind uses, so every kind is its own autocluster),
+the last kind of each submitter asks for more than a std or dept slot has, one
+submitter in ten is in the physics department, and one in 25 has a last kind no
+machine can hold (a rejection each cycle). Jobs run for a day, so a matched slot
+stays busy.
+
+Order of events, so that the measured cycle is only matchmaking: the jobs are
+submitted while the pool has no slot (the reschedules that submissions send find
+nothing to match), then the startds start and advertise; once the collector holds
+every slot ad and every submitter ad counts its idle jobs, one Reschedule starts the
+measured cycle. NEGOTIATOR_INTERVAL is long, so no other cycle interferes.
+The figures come from the negotiator's own cycle record: wall time, the process's
+CPU time during the cycle (every thread), matches, request ads and autoclusters
+considered, and the wall time of each phase. The schedd starts claiming its
+matches while the cycle is still running, as HTCondor's does, so on a small
+machine the cycle's wall time includes waiting for a busy schedd; the CPU time is
+the negotiator's own.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from daemons.cli.bench import BenchFailed, KEEP_ENV, cpu_seconds, log_problems, peak_rss_mb, status_page
+from daemons.cli.client import PoolClient, wait_for
+from daemons.cli.pool import LocalPool, PoolError, StartdSpec
+from daemons.core import ads
+from daemons.core.config import ConfigError
+
+SLOTS_PER_MACHINE = 8
+SLOTS_PER_STARTD = 10_000            # at most this many slots in one startd process
+MIN_STARTDS = 3                      # one per machine class
+JOB_DURATION_S = 86400               # a matched slot stays busy for the rest of the run
+SUBMITS_IN_FLIGHT = 4
+CYCLE_TIMEOUT_MIN_S = 120.0
+PHASES = ("query", "parse", "accounting", "significant", "group", "negotiate")   # the cycle record's
+
+POOL_CONFIG = """\
+# htcpool bench negotiator
+NETWORK_HOSTNAME = benchhost
+TIME_SCALE = 1
+# Only the Reschedule the benchmark sends starts the measured cycle.
+NEGOTIATOR_INTERVAL = 1000000
+NEGOTIATOR_MIN_INTERVAL = 0
+NEGOTIATOR_CYCLE_DELAY = 0
+NEGOTIATOR_TIMEOUT = 600
+# Full re-advertisements of tens of thousands of slots stay out of the measurement.
+UPDATE_INTERVAL = 3600
+CLASSAD_LIFETIME = 14400
+# The schedd claims its matches while the cycle runs; a few at a time, so that it keeps
+# answering the negotiator (HTCondor's knob; its default, 0, sets no limit).
+MAX_PENDING_STARTD_CONTACTS = 16
+"""
+
+MACHINE_CLASSES: tuple[tuple[str, str], ...] = (
+    ("std", "MEMORY = 16384\n"),
+    ("bigmem", "MEMORY = 65536\n"),
+    ("dept", 'MEMORY = 32768\nDepartment = "physics"\nSTARTD_ATTRS = Department\n'
+             "START = TARGET.Department =?= MY.Department\n"),
+)
+MACHINE_CONFIG = """\
+NUM_CPUS = {slots}
+SLOT_TYPE_1 = cpus=1
+NUM_SLOTS_TYPE_1 = {slots}
+"""
+
+
+@dataclass(frozen=True)
+class JobKind:
+    owner: str
+    memory_mb: int
+    department: str
+    jobs: int
+
+    def submit_text(self) -> str:
+        lines = ["universe = vanilla", "executable = /bin/sleep", f"arguments = {JOB_DURATION_S}",
+                 "request_cpus = 1", f"request_memory = {self.memory_mb}"]
+        if self.department:
+            lines.append(f'+Department = "{self.department}"')
+        lines.append(f"queue {self.jobs}")
+        return "\n".join(lines) + "\n"
+
+
+def job_kinds(jobs: int, submitters: int, autoclusters: int) -> list[JobKind]:
+    """The workload: `autoclusters` kinds, `autoclusters / submitters` per submitter, in submit order."""
+    per = autoclusters // submitters
+    out = []
+    n = submitters * per
+    for i in range(submitters):
+        dept = "physics" if i % 10 == 0 else ""
+        for k in range(per):
+            if k == per - 1 and per > 1:
+                # the last kind: bigger than a std or dept slot; one submitter in 25: bigger than any
+                memory = (100_000 if i % 25 == 24 else 4096) + i + 1
+            else:
+                memory = 128 * (k + 1) + i   # distinct for every (i, k) while i < 128 and k < 31
+            index = i * per + k
+            count = jobs // n + (1 if index < jobs % n else 0)
+            out.append(JobKind(f"u{i + 1:03d}", memory, dept, count))
+    return [k for k in out if k.jobs > 0]
+
+
+def startd_layout(slots: int) -> list[tuple[str, int]]:
+    """(machine class, machines) per startd process for a pool of about `slots` slots."""
+    machines = max(1, math.ceil(slots / SLOTS_PER_MACHINE))
+    startds = max(MIN_STARTDS, math.ceil(slots / SLOTS_PER_STARTD))
+    startds = min(startds, machines)
+    out = []
+    for j in range(startds):
+        n = machines // startds + (1 if j < machines % startds else 0)
+        out.append((MACHINE_CLASSES[j % len(MACHINE_CLASSES)][0], n))
+    return out
+
+
+def _class_config(name: str) -> str:
+    return dict(MACHINE_CLASSES)[name]
+
+
+# ---- one size -------------------------------------------------------------------------
+async def _submit_all(c: PoolClient, kinds: list[JobKind], emit: Callable[[str], None]) -> int:
+    sem = asyncio.Semaphore(SUBMITS_IN_FLIGHT)
+    done = [0, time.monotonic()]
+
+    async def one(k: JobKind, index: int) -> int:
+        async with sem:
+            _, count = await c.submit(k.submit_text(), f"bench-{k.owner}-{index}.sub", k.owner)
+        if count != k.jobs:
+            raise BenchFailed(f"the schedd accepted {count} of {k.jobs} jobs of {k.owner}")
+        done[0] += count
+        if time.monotonic() - done[1] >= 10.0:
+            done[1] = time.monotonic()
+            emit(f"    {done[0]} jobs submitted")
+        return count
+
+    counts = await asyncio.gather(*(one(k, i) for i, k in enumerate(kinds)))
+    return sum(counts)
+
+
+async def _idle_jobs_advertised(c: PoolClient) -> int:
+    return int(sum(ads.as_number(ads.get(a, "IdleJobs")) or 0
+                   for a in await c.ads("Submitter", projection=["Name", "IdleJobs"])))
+
+
+async def _slots_advertised(c: PoolClient) -> int:
+    return len(await c.collector.query("Machine", projection=["Name"], give_up_after_s=5.0))
+
+
+async def _negotiator_idle(url: str) -> dict[str, Any] | None:
+    """The negotiator's status once no cycle is running (the last one started has ended)."""
+    s = await asyncio.to_thread(status_page, url)
+    hist = s.get("cycle_history") or []
+    if s and (s.get("cycles", 0) == 0 or (hist and hist[-1]["cycle"] == s.get("cycles"))):
+        return s
+    return None
+
+
+async def _run_size(slots: int, args: argparse.Namespace, state: Path, emit: Callable[[str], None]) -> dict[str, Any]:
+    kinds = job_kinds(args.jobs, args.submitters, args.autoclusters)
+    layout = startd_layout(slots)
+    real_slots = sum(n for _, n in layout) * SLOTS_PER_MACHINE
+    config = state / "condor_config"
+    config.write_text(POOL_CONFIG)
+    specs = []
+    for j, (cls, machines) in enumerate(layout, 1):
+        path = state / f"startd{j}-{cls}.conf"
+        path.write_text(POOL_CONFIG + MACHINE_CONFIG.format(slots=SLOTS_PER_MACHINE) + _class_config(cls))
+        specs.append(StartdSpec(path, machines, f"{cls}{j}-"))
+    emit(f"  {real_slots} slots: {len(layout)} startd processes "
+         f"({', '.join(f'{n} {cls} machines' for cls, n in layout)}), {SLOTS_PER_MACHINE} static slots each")
+
+    core = LocalPool(state / "pool", config, roles=("collector", "negotiator", "schedd"))
+    startds = LocalPool(state / "startds", None, roles=("startd",), startd_specs=specs)
+    out: dict[str, Any] = {"slots": real_slots}
+    try:
+        t_all = time.monotonic()
+        core.start()
+        # The startds join the same pool later: same collector, same pool clock.
+        startds.epoch = core.epoch
+        startds.collector_address = core.collector_address
+        async with PoolClient(core.collector_address) as c:
+            await wait_for(lambda: c.ads("Negotiator", projection=["Name"]), timeout_s=60,
+                           what="the negotiator's ad in the collector")
+            t0 = time.monotonic()
+            n = await _submit_all(c, kinds, emit)
+            await wait_for(lambda: _idle_equals(c, n),
+                           timeout_s=120, what=f"submitter ads counting {n} idle jobs")
+            out["submit_s"] = round(time.monotonic() - t0, 2)
+            emit(f"    {n} jobs of {len(kinds)} kinds from {len({k.owner for k in kinds})} submitters queued "
+                 f"in {out['submit_s']:.1f} s")
+
+            t0 = time.monotonic()
+            await asyncio.to_thread(startds.start, 600.0)
+            await wait_for(lambda: _at_least(_slots_advertised(c), real_slots), timeout_s=600, interval_s=0.5,
+                           what=f"{real_slots} slot ads in the collector")
+            out["advertise_s"] = round(time.monotonic() - t0, 2)
+            emit(f"    {real_slots} slot ads in the collector after {out['advertise_s']:.1f} s")
+
+            neg = core.daemons["negotiator"]
+            url = neg.info.get("status_url", "")
+            await wait_for(lambda: _negotiator_idle(url), timeout_s=120, what="the negotiator to finish its cycle")
+            pids = {k: d.pid for k, d in {**core.daemons, **startds.daemons}.items()}
+            cpu0 = {k: cpu_seconds(p) for k, p in pids.items()}
+            wall0 = time.monotonic()
+            cycle = await c.reschedule()
+
+            async def measured():
+                recs = await c.cycles(last=5)
+                return next((r for r in recs if r.cycle >= cycle), None)
+
+            # Polled gently: each poll is work for the negotiator while it is being measured.
+            rec = await wait_for(measured, timeout_s=max(CYCLE_TIMEOUT_MIN_S, slots / 100), interval_s=0.5,
+                                 what=f"negotiation cycle {cycle}")
+            waited = time.monotonic() - wall0
+            cpu1 = {k: cpu_seconds(p) for k, p in pids.items()}
+            if rec.slots < real_slots:
+                raise BenchFailed(f"cycle {rec.cycle} saw {rec.slots} slot ads, not {real_slots}")
+            out.update({
+                "cycle": rec.cycle,
+                "cycle_s": round(rec.wall_duration, 3),
+                "matches": rec.matches,
+                "matches_per_s": round(rec.matches / rec.wall_duration, 1) if rec.wall_duration > 0 else None,
+                "negotiator_cpu_s": round(rec.cpu_duration, 3),
+                "rejections": rec.rejections,
+                "requests": rec.requests,
+                "considered": rec.considered,
+                "autoclusters": rec.autoclusters,
+                "submitters": rec.submitters,
+                "slot_groups": rec.slot_groups,
+                "significant": rec.significant,
+                "evaluations": rec.evaluations,
+                "phases_s": {k: round(rec.phases[k], 3) for k in PHASES if k in rec.phases},
+                "reschedule_to_record_s": round(waited, 3),
+                "cpu_during_cycle_s": {k: round(cpu1[k] - cpu0[k], 2) for k in pids
+                                       if cpu0.get(k) is not None and cpu1.get(k) is not None},
+                "jobs": n,
+                "job_kinds": len(kinds),
+            })
+            out["peak_rss_mb"] = {k: round(v, 1) for k, d in {**core.daemons, **startds.daemons}.items()
+                                  if (v := peak_rss_mb(d.pid)) is not None}
+            dead = [k for k, d in {**core.daemons, **startds.daemons}.items() if not d.alive()]
+            if dead:
+                raise BenchFailed(f"daemon(s) exited during the benchmark: {', '.join(dead)}")
+            # Read before the pool stops: claims still in flight then fail, which is no news.
+            out["_problems"] = _problems(state)
+        out["total_s"] = round(time.monotonic() - t_all, 1)
+    finally:
+        startds.stop()
+        core.stop()
+    return out
+
+
+async def _at_least(count, n: int) -> int:
+    got = await count
+    return got if got >= n else 0
+
+
+async def _idle_equals(c: PoolClient, n: int) -> int:
+    got = await _idle_jobs_advertised(c)
+    return got if got >= n else 0
+
+
+def _problems(state: Path) -> dict[str, tuple[int, list[str]]]:
+    return log_problems(state / "pool") | {f"startds/{k}": v for k, v in log_problems(state / "startds").items()}
+
+
+# ---- the command ------------------------------------------------------------------------
+def _parse_sizes(text: str) -> list[int]:
+    sizes = []
+    for part in text.split(","):
+        part = part.strip().lower().replace("_", "")
+        if not part:
+            continue
+        mult = 1000 if part.endswith("k") else 1
+        try:
+            sizes.append(int(float(part.rstrip("k")) * mult))
+        except ValueError:
+            sizes = []
+            break
+    if not sizes or any(s < 1 for s in sizes):
+        raise ValueError(f"--sizes {text!r}: give slot counts such as 1000,10000 or 1k,10k")
+    return sizes
+
+
+def _table(rows: list[dict[str, Any]]) -> list[str]:
+    head = (f"  {'slots':>7} {'cycle_s':>8} {'matches/s':>10} {'neg. CPU s':>10} {'matches':>8} "
+            f"{'requests':>8} {'autoclusters':>12} {'slot groups':>11}")
+    lines = [head]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"  {r['slots']:>7} FAILED: {r['error']}")
+            continue
+        lines.append(f"  {r['slots']:>7} {r['cycle_s']:>8.3f} {r['matches_per_s'] or 0:>10.0f} "
+                     f"{r['negotiator_cpu_s']:>10.3f} {r['matches']:>8} {r['requests']:>8} "
+                     f"{r['autoclusters']:>12} {r['slot_groups']:>11}")
+    lines.append("  phases of the cycle (wall s):")
+    for r in rows:
+        if "phases_s" in r:
+            lines.append(f"  {r['slots']:>7} " + ", ".join(f"{k} {v:.3f}" for k, v in r["phases_s"].items()))
+    lines.append("  set-up per size (wall s): submit / advertise / whole run:")
+    for r in rows:
+        if "submit_s" in r:
+            lines.append(f"  {r['slots']:>7} {r['submit_s']:.1f} / {r.get('advertise_s', 0):.1f} / "
+                         f"{r.get('total_s', 0):.1f}")
+    return lines
+
+
+def bench_negotiator(args: argparse.Namespace) -> int:
+    try:
+        sizes = _parse_sizes(args.sizes)
+    except ValueError as e:
+        print(f"htcpool bench negotiator: {e}", file=sys.stderr)
+        return 2
+    if not (1 <= args.submitters <= 128 and args.submitters <= args.autoclusters <= 32 * args.submitters
+            and args.jobs >= args.autoclusters):
+        # (so that every job kind's request_memory is its own: see job_kinds)
+        print("htcpool bench negotiator: need 1 <= --submitters <= 128, --submitters <= --autoclusters <= "
+              "32 x --submitters and --jobs >= --autoclusters", file=sys.stderr)
+        return 2
+    keep = os.environ.get(KEEP_ENV, "") not in ("", "0")
+    root = Path(tempfile.mkdtemp(prefix="htcpool-bench-negotiator-"))
+
+    def emit(line: str) -> None:
+        print(line, flush=True)
+
+    kinds = job_kinds(args.jobs, args.submitters, args.autoclusters)
+    emit(f"htcpool bench negotiator: {args.jobs} idle jobs from {args.submitters} submitters in "
+         f"{len(kinds)} autoclusters; pools of {', '.join(str(s) for s in sizes)} slots; state in {root}"
+         f"{'' if keep else f' (set {KEEP_ENV}=1 to keep it)'}")
+    rows: list[dict[str, Any]] = []
+    failed = False
+    for i, slots in enumerate(sizes, 1):
+        state = root / f"{i}-slots{slots}"
+        state.mkdir(parents=True)
+        try:
+            row = asyncio.run(_run_size(slots, args, state, emit))
+        except (BenchFailed, PoolError, ConfigError, TimeoutError) as e:
+            row, failed = {"slots": slots, "error": str(e)}, True
+        except Exception as e:  # an RPC failure, most likely: say what, keep the traceback out of the table
+            row, failed = {"slots": slots, "error": f"{type(e).__name__}: {e}"}, True
+        problems = row.pop("_problems", None)
+        if problems is None:
+            problems = _problems(state)
+        if problems:
+            emit("    warnings and errors in the daemons' logs:")
+            for name, (n, first) in problems.items():
+                emit(f"      {name}: {n} line(s)")
+                for line in first:
+                    emit(f"        {line[:200]}")
+            row["log_problems"] = {name: n for name, (n, _) in problems.items()}
+        if "error" not in row:
+            emit(f"    cycle {row['cycle']}: {row['cycle_s']:.3f} s wall, {row['negotiator_cpu_s']:.3f} s negotiator "
+                 f"CPU, {row['matches']} matches")
+        rows.append(row)
+    if not keep:
+        shutil.rmtree(root, ignore_errors=True)
+    emit("")
+    emit(f"negotiation cycle against pool size ({args.jobs} idle jobs, {args.submitters} submitters, "
+         f"{len(kinds)} autoclusters; {os.cpu_count()} cores):")
+    for line in _table(rows):
+        emit(line)
+    if args.json:
+        print(json.dumps({"jobs": args.jobs, "submitters": args.submitters, "autoclusters": len(kinds),
+                          "rows": rows}))
+    if failed:
+        print("htcpool bench negotiator: FAILED for some sizes (see the table)", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,31 @@
+"""htcpool bench negotiator runs end to end at a tiny size and reports what it promises (no timing asserted)."""
+from __future__ import annotations
+
+import json
+
+from .conftest import htcpool
+
+
+def test_bench_negotiator_tiny():
+    r = htcpool("bench", "negotiator", "--sizes", "50", "--jobs", "500", "--submitters", "20",
+                "--autoclusters", "40", "--json", timeout=180)
+    assert r.returncode == 0, r.stderr + r.stdout
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (result["jobs"], result["submitters"], result["autoclusters"]) == (500, 20, 40)
+    (row,) = result["rows"]
+    assert row["slots"] == 56   # 50 rounded up to whole machines of 8 slots
+    assert row["matches"] > 0 and row["cycle_s"] > 0 and row["matches_per_s"] > 0
+    assert row["negotiator_cpu_s"] > 0
+    # Every job kind is its own autocluster, and the cycle sees every slot and submitter.
+    assert 0 < row["autoclusters"] <= 40 and row["requests"] >= row["autoclusters"]
+    assert row["submitters"] == 20
+    assert row["jobs"] == 500 and row["job_kinds"] == 40
+    assert set(row["phases_s"]) == {"query", "parse", "accounting", "significant", "group", "negotiate"}
+    assert "slots  cycle_s  matches/s" in r.stdout
+
+
+def test_bench_negotiator_refuses_bad_sizes():
+    r = htcpool("bench", "negotiator", "--sizes", "10,x")
+    assert r.returncode == 2 and "--sizes" in r.stderr
+    r = htcpool("bench", "negotiator", "--jobs", "10", "--autoclusters", "50")
+    assert r.returncode == 2 and "--jobs >= --autoclusters" in r.stderr
