@@ -34,7 +34,7 @@ from daemons.core.daemon import Daemon
 from daemons.core.log import EACH_LINE_STAMPED
 from daemons.core.rpc import describe
 from daemons.negotiator import groups as hgq
-from daemons.negotiator.accountant import Accountant, AccountantConfig, parse_limits
+from daemons.negotiator.accountant import Accountant, AccountantConfig
 from daemons.negotiator.cadence import Cadence
 from daemons.negotiator.fairshare import submitter_limits
 from daemons.negotiator.matchmaker import Match, Matchmaker, MatchPolicy, SlotCache

@@ -47,11 +47,12 @@ def attr(ad, name):
 def make_pool(tmp_path: Path) -> Callable[..., LocalPool]:
     pools: list[LocalPool] = []
 
-    def make(config: str = "", *, machines: int = 1, startds: int = 1, start: bool = True) -> LocalPool:
+    def make(config: str = "", *, machines: int = 1, startds: int = 1, start: bool = True,
+             roles: tuple[str, ...] = ("collector", "negotiator", "schedd", "startd")) -> LocalPool:
         n = len(pools)
         cfg = tmp_path / f"pool{n}.conf"
         cfg.write_text(FAST + config)
-        pool = LocalPool(tmp_path / f"pool{n}", cfg, machines=machines, startds=startds)
+        pool = LocalPool(tmp_path / f"pool{n}", cfg, machines=machines, startds=startds, roles=roles)
         pools.append(pool)
         return pool.start() if start else pool
 

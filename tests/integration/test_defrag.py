@@ -13,7 +13,7 @@ from daemons.cli.pool import LocalPool
 from daemons.core import ads
 from daemons.core.rpc import Channels
 from daemons.defrag.drain_client import DrainClient
-from tests.integration.conftest import FAST, PSLOT, htcpool
+from tests.integration.conftest import PSLOT, htcpool
 
 ROLES = ("collector", "negotiator", "schedd", "startd", "defrag")
 # Jobs retire gracefully for as long as they like: a graceful drain lets them finish.
@@ -26,19 +26,10 @@ FILL = "universe = vanilla\nexecutable = /bin/sleep\narguments = 100000\nqueue {
 
 
 @pytest.fixture
-def defrag_pool(tmp_path: Path):
-    pools: list[LocalPool] = []
-
+def defrag_pool(make_pool):
     def make(config: str, machines: int = 3) -> LocalPool:
-        cfg = tmp_path / f"pool{len(pools)}.conf"
-        cfg.write_text(FAST + PSLOT + DRAIN + config)
-        pool = LocalPool(tmp_path / f"pool{len(pools)}", cfg, machines=machines, roles=ROLES)
-        pools.append(pool)
-        return pool.start()
-
-    yield make
-    for p in pools:
-        p.stop()
+        return make_pool(PSLOT + DRAIN + config, machines=machines, roles=ROLES)
+    return make
 
 
 async def _busy_everywhere(c: PoolClient, machines: int) -> None:

@@ -10,7 +10,7 @@ import pytest
 from daemons.cli.client import PoolClient, wait_for
 from daemons.cli.pool import LocalPool
 from daemons.core import ads
-from tests.integration.conftest import FAST, PSLOT, htcpool
+from tests.integration.conftest import PSLOT, htcpool
 
 ROLES = ("collector", "negotiator", "schedd", "startd", "drainboss")
 BOSS = """\
@@ -21,19 +21,10 @@ JOBS = "universe = vanilla\nexecutable = /bin/sleep\narguments = {seconds}\nrequ
 
 
 @pytest.fixture
-def boss_pool(tmp_path: Path):
-    pools: list[LocalPool] = []
-
+def boss_pool(make_pool):
     def make(config: str, machines: int = 2) -> LocalPool:
-        cfg = tmp_path / f"pool{len(pools)}.conf"
-        cfg.write_text(FAST + PSLOT + BOSS + config)
-        pool = LocalPool(tmp_path / f"pool{len(pools)}", cfg, machines=machines, roles=ROLES)
-        pools.append(pool)
-        return pool.start()
-
-    yield make
-    for p in pools:
-        p.stop()
+        return make_pool(PSLOT + BOSS + config, machines=machines, roles=ROLES)
+    return make
 
 
 async def _boss_ad(c: PoolClient, what: str, check, timeout_s: float = 60):
