@@ -363,32 +363,8 @@ class Matchmaker:
     # ---- matching ----------------------------------------------------------------------
     def match(self, request: classad2.ClassAd, used: float = 0.0, allowed: float = float("inf")) -> Match | Rejection:
         """The best slot for one request; `used`/`allowed` are the submitter's limit this spin."""
-        from daemons.negotiator.fairshare import permits
-
-        self.considered += 1
-        self._begin_request(request)
-        job_rank = _job_rank(request)
-        best_group: Group | None = None
-        best: Candidate | None = None
-        best_key: tuple | None = None
-        best_cost, best_consumed = 0.0, {}
-        limited = 0
-        slow = self._request_is_slow(request)
-        for g in self.groups:
-            for c in (g.members if slow else g.members[:1]):
-                scored = self._score(request, job_rank, c)
-                if scored is None:
-                    continue
-                ranks, cost, consumed = scored
-                if not permits(used, cost, allowed):
-                    limited += 1
-                    continue
-                key = ranks + (-c.order,)
-                if best_key is None or key > best_key:
-                    best_group, best, best_key, best_cost, best_consumed = g, c, key, cost, consumed
-        if best is None or best_group is None or best_key is None:
-            return Rejection(SUBMITTER_LIMIT if limited else NO_MATCH)
-        return self._emit(request, best_group, best, best_key[:3], best_cost, best_consumed)
+        found, rejection = self.match_many(request, 1, used, allowed)
+        return found[0] if found else (rejection or Rejection(NO_MATCH))
 
     def match_many(self, request: classad2.ClassAd, count: int, used: float = 0.0,
                    allowed: float = float("inf")) -> tuple[list[Match], Rejection | None]:
