@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from daemons.core.config import ConfigError, Param
+from daemons.core.network import decide_addressing
 
 DEFAULT_COLLECTOR_PORT = 9618
 
@@ -34,7 +35,7 @@ UPDATE_INTERVAL_KNOB = {
 class CommonConfig:
     role: str
     collector_host: str | None  # "host:port"; None only for a collector that binds port 0
-    bind_host: str
+    bind_host: str              # what the servers bind (an address, or 0.0.0.0)
     grpc_port: int              # 0 = any free port
     status_port: int            # 0 = any free port
     time_scale: float
@@ -46,6 +47,11 @@ class CommonConfig:
     uid_domain: str
     update_interval_s: float
     name: str | None = None     # the daemon's Name; None: HTCondor's default for the role
+    advertise_host: str = ""    # the address peers reach us at; "" = bind_host
+
+    @property
+    def public_host(self) -> str:
+        return self.advertise_host or self.bind_host
 
     @property
     def subsys(self) -> str:
@@ -77,6 +83,13 @@ def _port_from_args(param: Param, subsys: str) -> int | None:
     return int(m.group(1))
 
 
+def _port(param: Param, knob: str) -> int:
+    port = param.int(knob, 0, minimum=0) or 0
+    if port > 65535:
+        raise ConfigError(f"{param.where(knob)}: {knob} = {port} is not a port number (0 to 65535)")
+    return port
+
+
 def read_common(param: Param, role: str, *, name: str | None = None) -> CommonConfig:
     if role not in SUBSYS:
         raise ConfigError(f"unknown daemon role {role!r}; one of {', '.join(SUBSYS)}")
@@ -100,12 +113,21 @@ def read_common(param: Param, role: str, *, name: str | None = None) -> CommonCo
     knob, default_interval = UPDATE_INTERVAL_KNOB[role]
     epoch = param.float("POOL_EPOCH") if param.is_set("POOL_EPOCH") else None
     hostname = param.str("FULL_HOSTNAME") or "localhost"
+    interface = param.str("NETWORK_INTERFACE", "*") or "*"
+    forwarding = param.str("TCP_FORWARDING_HOST")
+    try:
+        addressing = decide_addressing(interface, bool(param.bool("BIND_ALL_INTERFACES", True)), forwarding)
+    except ValueError as e:
+        knob = "TCP_FORWARDING_HOST" if forwarding and "resolve" in str(e) else "NETWORK_INTERFACE"
+        value = forwarding if knob == "TCP_FORWARDING_HOST" else interface
+        raise ConfigError(f"{param.where(knob)}: {knob} = {value!r}: {e}") from None
     return CommonConfig(
         role=role,
         collector_host=collector_host,
-        bind_host=param.str("NETWORK_INTERFACE", "127.0.0.1") or "127.0.0.1",
+        bind_host=addressing.bind_host,
+        advertise_host=addressing.advertise_host,
         grpc_port=grpc_port,
-        status_port=param.int(f"{subsys}_STATUS_PORT", 0, minimum=0) or 0,
+        status_port=_port(param, f"{subsys}_STATUS_PORT"),
         time_scale=param.float("TIME_SCALE", 1.0, positive=True) or 1.0,
         pool_epoch=epoch,
         local_dir=local_dir,

@@ -21,6 +21,7 @@ from daemons.core import ads
 from daemons.core.clock import PoolClock
 from daemons.core.collector_client import CollectorClient
 from daemons.core.common import CommonConfig
+from daemons.core.interceptors import ServerPipeline
 from daemons.core.rpc import Channels, bind, call_with_retry, describe, new_server
 from daemons.core.status import StatusPage
 from daemons.pb.htcpool import admin_pb2, admin_pb2_grpc, common_pb2
@@ -70,6 +71,9 @@ class Daemon:
         self._update_seq = 0
         self.collector = (CollectorClient(self.channels, common.collector_host, self.log)
                           if common.collector_host else None)
+        # Every incoming call passes this pipeline: layers (security, faults) are added
+        # by whoever builds the daemon; handler errors and per-method counts live here.
+        self.rpc = ServerPipeline(log=logging.getLogger(f"htcpool.{self.role}.rpc"))
 
     # ---- for subclasses -------------------------------------------------
     def default_name(self) -> str:
@@ -103,6 +107,7 @@ class Daemon:
             "up": 1.0,
             "pool_time_seconds": self.clock.now(),
             "periodic_failures_total": float(sum(p.failures for p in self._periodics.values())),
+            **self.rpc.metrics(),
         }
 
     # ---- lifecycle --------------------------------------------------------
@@ -110,19 +115,22 @@ class Daemon:
         if self._started:
             return
         self._started = True
-        self._server = new_server()
+        self._server = new_server([self.rpc])
         self.add_services(self._server)
         admin_pb2_grpc.add_AdminServicer_to_server(_AdminService(self), self._server)
-        port = bind(self._server, self.common.bind_host, self.common.grpc_port)
+        port = bind(self._server, self.common.bind_host, self.common.grpc_port, what=f"the {self.role}'s command port")
         await self._server.start()
-        self.address = f"{self.common.bind_host}:{port}"
+        # Peers get the advertised address, never the bound one (which may be 0.0.0.0).
+        self.address = f"{self.common.public_host}:{port}"
         self._page = StatusPage(self)
-        self.status_url = await self._page.start(self.common.bind_host, self.common.status_port)
+        self.status_url = await self._page.start(self.common.bind_host, self.common.status_port,
+                                                 advertise_host=self.common.public_host)
         if not self.epoch_known:
             await self._learn_epoch()
         self.started_at = self.clock.now()
-        self.log.info("**** %s %s (htcpool %s) starting at %s, pid %d, time scale %g",
-                      self.role, self.name, VERSION, self.address, os.getpid(), self.clock.scale)
+        self.log.info("**** %s %s (htcpool %s) starting at %s (bound to %s), pid %d, time scale %g",
+                      self.role, self.name, VERSION, self.address, self.common.bind_host, os.getpid(),
+                      self.clock.scale)
         await self.on_start()
         # Ready means advertised: once start() returns, the collector has our ads
         # (unless it cannot be reached, in which case the periodic task keeps trying).

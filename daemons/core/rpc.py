@@ -7,11 +7,13 @@ what is being retried and when, so a daemon waiting for a peer says so.
 from __future__ import annotations
 
 import logging
-from typing import Awaitable, Callable, TypeVar
+from typing import Awaitable, Callable, Sequence, TypeVar
 
 import grpc
 from tenacity import (AsyncRetrying, RetryCallState, retry_if_exception, stop_after_delay,
                       stop_never, wait_exponential)
+
+from daemons.core.interceptors import ClientLayer, client_interceptors
 
 log = logging.getLogger("htcpool.rpc")
 
@@ -27,28 +29,67 @@ _OPTIONS = [
 TRANSIENT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
 
-def new_server() -> grpc.aio.Server:
-    return grpc.aio.server(options=_OPTIONS)
+def new_server(interceptors: Sequence[grpc.aio.ServerInterceptor] = ()) -> grpc.aio.Server:
+    return grpc.aio.server(options=_OPTIONS, interceptors=list(interceptors))
 
 
-def bind(server: grpc.aio.Server, host: str, port: int) -> int:
+# What every channel this process opens carries: client layers (a token, client-side
+# faults) and transport credentials (TLS). Set once at start-up by the process's
+# entry point (a daemon, the CLI); a Channels may also be given its own.
+_process_layers: list[ClientLayer] = []
+_process_credentials: grpc.ChannelCredentials | None = None
+
+
+def configure_client(layers: Sequence[ClientLayer] = (),
+                     credentials: grpc.ChannelCredentials | None = None) -> None:
+    global _process_layers, _process_credentials
+    _process_layers = list(layers)
+    _process_credentials = credentials
+
+
+def add_client_layer(layer: ClientLayer) -> None:
+    _process_layers.append(layer)
+
+
+class BindError(OSError):
+    """A port that cannot be bound; the message says which and why."""
+
+
+def bind(server: grpc.aio.Server, host: str, port: int, what: str = "port") -> int:
     """Bind host:port (0 = any free port) and return the port bound."""
-    bound = server.add_insecure_port(f"{host}:{port}")
+    try:
+        bound = server.add_insecure_port(f"{host}:{port}")
+    except RuntimeError:
+        bound = 0
     if bound == 0:
-        raise OSError(f"cannot bind {host}:{port}")
+        why = "in use, or the address is not on this host" if port else "the address is not on this host"
+        raise BindError(f"cannot bind {what} {host}:{port} ({why})")
     return bound
 
 
 class Channels:
-    """One channel per peer address, reused for every call to that peer."""
+    """One channel per peer address, reused for every call to that peer.
 
-    def __init__(self) -> None:
+    Every channel carries the process's client layers and credentials (configure_client)
+    unless this Channels was given its own.
+    """
+
+    def __init__(self, layers: Sequence[ClientLayer] | None = None,
+                 credentials: grpc.ChannelCredentials | None = None) -> None:
         self._channels: dict[str, grpc.aio.Channel] = {}
+        self._layers = None if layers is None else list(layers)
+        self._credentials = credentials
 
     def get(self, address: str) -> grpc.aio.Channel:
         ch = self._channels.get(address)
         if ch is None:
-            ch = grpc.aio.insecure_channel(address, options=_OPTIONS)
+            layers = _process_layers if self._layers is None else self._layers
+            credentials = self._credentials or _process_credentials
+            interceptors = client_interceptors(layers)
+            if credentials is not None:
+                ch = grpc.aio.secure_channel(address, credentials, options=_OPTIONS, interceptors=interceptors)
+            else:
+                ch = grpc.aio.insecure_channel(address, options=_OPTIONS, interceptors=interceptors)
             self._channels[address] = ch
         return ch
 

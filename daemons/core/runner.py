@@ -19,6 +19,7 @@ from daemons.core import log as logmod
 from daemons.core.common import SUBSYS, read_common
 from daemons.core.config import ConfigError
 from daemons.core.daemon import Daemon
+from daemons.core.rpc import BindError
 
 ROLES = ("collector", "negotiator", "schedd", "startd", "defrag", "drainboss")
 
@@ -105,6 +106,13 @@ async def serve(daemon: Daemon, address_file: Path | None) -> int:
                 await start
             except (asyncio.CancelledError, Exception):
                 pass
+    except BindError as e:
+        # A port in use or an address not on this host: the configuration's fault, one line.
+        msg = (f"{daemon.role} cannot start: {e} (see NETWORK_INTERFACE, {daemon.common.subsys}_ARGS, "
+               f"{daemon.common.subsys}_STATUS_PORT)")
+        daemon.log.error("%s", msg)
+        print(f"htcpool daemon {daemon.role}: {msg}", file=sys.stderr)
+        rc = 2
     except Exception:
         daemon.log.exception("%s failed", daemon.role)
         rc = 1

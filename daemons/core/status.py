@@ -46,7 +46,7 @@ class StatusPage:
         self.runner: web.AppRunner | None = None
         self.url = ""
 
-    async def start(self, host: str, port: int) -> str:
+    async def start(self, host: str, port: int, advertise_host: str | None = None) -> str:
         app = web.Application()
         app.router.add_get("/status", self._status)
         app.router.add_get("/metrics", self._metrics)
@@ -54,9 +54,13 @@ class StatusPage:
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
         site = web.TCPSite(self.runner, host, port)
-        await site.start()
+        try:
+            await site.start()
+        except OSError as e:
+            from daemons.core.rpc import BindError
+            raise BindError(f"cannot bind the status page {host}:{port} ({e.strerror or e})") from None
         bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://{host}:{bound}"
+        self.url = f"http://{advertise_host or host}:{bound}"
         return self.url
 
     async def stop(self) -> None:

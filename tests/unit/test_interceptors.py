@@ -1,0 +1,133 @@
+"""The RPC pipeline: layers see every call, handler errors become INTERNAL and are logged."""
+from __future__ import annotations
+
+import logging
+
+import grpc
+import pytest
+
+from daemons.core.interceptors import Call, ClientLayer, ServerLayer, ServerPipeline, current_call
+from daemons.core.rpc import Channels, bind, new_server
+from daemons.pb.htcpool import admin_pb2, admin_pb2_grpc, collector_pb2, collector_pb2_grpc, common_pb2
+
+
+class _Admin(admin_pb2_grpc.AdminServicer):
+    def __init__(self) -> None:
+        self.seen: list[Call | None] = []
+
+    async def Ping(self, request, context):
+        call = current_call()
+        self.seen.append(call)
+        if call is not None and call.metadata.get("x-boom"):
+            raise ValueError("boom")
+        return admin_pb2.PingReply(role="test", name=call.identity if call else "")
+
+
+class _Collector(collector_pb2_grpc.CollectorServicer):
+    async def QueryAds(self, request, context):
+        for i in range(3):
+            yield collector_pb2.QueryAdsReply(ads=[common_pb2.ClassAd(text=f"[ N = {i} ]")])
+
+
+class _Tag(ClientLayer):
+    def __init__(self, key: str, value: str) -> None:
+        self.key, self.value = key, value
+
+    async def outgoing(self, method, metadata):
+        metadata.append((self.key, self.value))
+
+
+class _Who(ServerLayer):
+    """Names the caller from a header, and records the stream's messages in order."""
+
+    def __init__(self) -> None:
+        self.responses: list[str] = []
+
+    async def admit(self, call, context):
+        who = call.metadata.get("x-who")
+        if who == "mallory":
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, "not you")
+        call.identity = who or call.identity
+
+    async def on_response(self, call, msg):  # type: ignore[override]
+        self.responses.append(msg.ads[0].text)
+
+
+@pytest.fixture
+async def served():
+    pipeline = ServerPipeline([_Who()], log=logging.getLogger("test.rpc"))
+    server = new_server([pipeline])
+    admin = _Admin()
+    admin_pb2_grpc.add_AdminServicer_to_server(admin, server)
+    collector_pb2_grpc.add_CollectorServicer_to_server(_Collector(), server)
+    port = bind(server, "127.0.0.1", 0)
+    await server.start()
+    yield pipeline, admin, f"127.0.0.1:{port}"
+    await server.stop(grace=None)
+
+
+async def test_layers_see_the_call_and_the_service_sees_the_identity(served):
+    pipeline, admin, address = served
+    ch = Channels(layers=[_Tag("x-who", "alice@pool")])
+    try:
+        reply = await admin_pb2_grpc.AdminStub(ch.get(address)).Ping(common_pb2.Empty(), timeout=5)
+        assert reply.name == "alice@pool"
+        assert admin.seen[-1].short == "Admin.Ping"
+        assert admin.seen[-1].peer_host == "127.0.0.1"
+    finally:
+        await ch.close()
+    assert pipeline.calls[("/htcpool.v1.Admin/Ping", "OK")] == 1
+
+
+async def test_a_layer_refuses_before_the_handler_runs(served):
+    pipeline, admin, address = served
+    ch = Channels(layers=[_Tag("x-who", "mallory")])
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await admin_pb2_grpc.AdminStub(ch.get(address)).Ping(common_pb2.Empty(), timeout=5)
+        assert e.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert admin.seen == []
+    finally:
+        await ch.close()
+    assert pipeline.calls[("/htcpool.v1.Admin/Ping", "PERMISSION_DENIED")] == 1
+
+
+async def test_a_handler_exception_is_internal_logged_and_counted(served, caplog):
+    pipeline, admin, address = served
+    ch = Channels(layers=[_Tag("x-boom", "1")])
+    try:
+        with caplog.at_level(logging.ERROR, logger="test.rpc"):
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                await admin_pb2_grpc.AdminStub(ch.get(address)).Ping(common_pb2.Empty(), timeout=5)
+        assert e.value.code() == grpc.StatusCode.INTERNAL
+        assert "Admin.Ping" in e.value.details()
+        assert pipeline.handler_errors["/htcpool.v1.Admin/Ping"] == 1
+        record = next(r for r in caplog.records if "unexpected error in Admin.Ping" in r.getMessage())
+        assert record.exc_info is not None and "boom" in str(record.exc_info[1])
+    finally:
+        await ch.close()
+
+
+async def test_stream_responses_pass_the_layers_in_order(served):
+    pipeline, _, address = served
+    ch = Channels(layers=[])
+    try:
+        got = [c.ads[0].text async for c in
+               collector_pb2_grpc.CollectorStub(ch.get(address)).QueryAds(collector_pb2.QueryAdsRequest(), timeout=5)]
+    finally:
+        await ch.close()
+    assert got == ["[ N = 0 ]", "[ N = 1 ]", "[ N = 2 ]"]
+    assert pipeline.layers[0].responses == got
+
+
+async def test_an_unimplemented_method_is_unimplemented_not_an_error(served):
+    pipeline, _, address = served
+    ch = Channels(layers=[])
+    try:
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await collector_pb2_grpc.CollectorStub(ch.get(address)).UpdateAds(collector_pb2.UpdateAdsRequest(),
+                                                                              timeout=5)
+        assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        assert pipeline.handler_errors == {}
+    finally:
+        await ch.close()
