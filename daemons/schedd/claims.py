@@ -1,0 +1,273 @@
+"""The schedd's claim life cycle: claim a matched slot, activate a job, take its exit,
+reuse or release the claim, keep claims alive, and give up on lost ones.
+
+A job is marked Running before the startd is asked to start it (a zero-length job's
+exit can arrive before the activation reply); a completion is committed, then the job
+moves to the history.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from typing import Iterable
+
+import grpc
+
+from daemons.core import ads
+from daemons.core.rpc import describe
+from daemons.pb.htcpool import common_pb2, schedd_pb2, startd_pb2, startd_pb2_grpc
+from daemons.schedd import scheduling, txlog
+from daemons.schedd.jobqueue import Job
+from daemons.schedd.scheduling import ScheddClaim
+from daemons.schedd.submit import COMPLETED, IDLE, RUNNING
+
+RPC_TIMEOUT_S = 10.0
+
+
+def _strip_addr(text: str) -> str:
+    return text.strip().strip("<>").split("?", 1)[0]
+
+
+def _quote(s: str) -> str:
+    return ads.literal(s)
+
+
+class ClaimsMixin:
+    """ScheddDaemon's claim methods."""
+
+    def _startd(self, address: str) -> startd_pb2_grpc.StartdStub:
+        return startd_pb2_grpc.StartdStub(self.channels.get(address))
+
+    async def _claim_and_run(self, job: Job, claim_id: str, slot_ad_text: str, submitter: str,
+                             consumed: dict[str, int] | None = None) -> None:
+        """Claim a matched slot and start the job; with MAX_PENDING_STARTD_CONTACTS, at most
+        that many at a time (the others wait their turn without costing anything)."""
+        if self._contacts is None:
+            await self._claim_and_run_now(job, claim_id, slot_ad_text, submitter, consumed)
+            return
+        async with self._contacts:
+            await self._claim_and_run_now(job, claim_id, slot_ad_text, submitter, consumed)
+
+    async def _claim_and_run_now(self, job: Job, claim_id: str, slot_ad_text: str, submitter: str,
+                                 consumed: dict[str, int] | None = None) -> None:
+        try:
+            slot_ad = ads.parse_ad(slot_ad_text, "matched slot ad")
+        except ads.AdError as e:
+            job.reserved = False
+            self.log.warning("match for job %s carries a bad slot ad: %s", job.id, e)
+            return
+        addr = _strip_addr(str(ads.get(slot_ad, "StartdIpAddr") or ads.get(slot_ad, "MyAddress") or ""))
+        slot_name = str(ads.get(slot_ad, "Name", "?"))
+        try:
+            reply = await self._startd(addr).RequestClaim(startd_pb2.RequestClaimRequest(
+                claim_id=claim_id, job_ad=common_pb2.ClassAd(text=job.text()), schedd_name=self.name,
+                schedd_address=self.address, submitter=submitter, resources=consumed or {}), timeout=RPC_TIMEOUT_S)
+        except grpc.aio.AioRpcError as e:
+            job.reserved = False
+            self.log.warning("could not request a claim on %s at %s for job %s: %s", slot_name, addr, job.id,
+                             describe(e))
+            return
+        if not reply.ok:
+            job.reserved = False
+            self.counters["claims_refused"] += 1
+            self.log.info("claim on %s for job %s refused: %s", slot_name, job.id, reply.reason)
+            return
+        now = self.clock.now()
+        claimed_ad = ads.parse_ad(reply.slot_ad.text, "claimed slot ad")
+        claim = ScheddClaim(reply.claim_id, str(ads.get(claimed_ad, "Name", slot_name)), addr, submitter, now,
+                            claimed_ad, None, now)
+        self.claims[claim.id] = claim
+        self.counters["claims"] += 1
+        self.log.info("Claimed %s for job %s (%s)", claim.slot_name, job.id, submitter)
+        if reply.leftover_claim_id and reply.HasField("leftover_ad"):
+            self.spawn(self._claim_leftover(reply.leftover_ad.text, reply.leftover_claim_id, submitter),
+                       f"schedd:leftover:{slot_name}")
+        await self._activate(claim, job)
+
+    async def _claim_leftover(self, leftover_text: str, claim_id: str, submitter: str) -> None:
+        """CLAIM_PARTITIONABLE_LEFTOVERS: claim what is left of the p-slot for another job at once."""
+        slot_ad = ads.parse_ad(leftover_text, "leftover slot ad")
+        job = scheduling.pick_job_for_slot(scheduling.idle_jobs(self.queue, submitter), slot_ad, self.clock.now())
+        if job is None:
+            return
+        job.reserved = True
+        await self._claim_and_run(job, claim_id, leftover_text, submitter)
+
+    async def _activate(self, claim: ScheddClaim, job: Job) -> None:
+        """Start `job` on `claim`.
+
+        The job is marked Running *before* the startd is asked, as HTCondor's schedd
+        does when it spawns the shadow: a zero-length job's exit can arrive before the
+        activation reply, and must find its job running on this claim. If activation
+        fails the job goes back to Idle.
+        """
+        now = int(self.clock.now())
+        changes: dict[str, str | None] = {
+            "JobStatus": str(RUNNING),
+            "EnteredCurrentStatus": str(now),
+            "JobCurrentStartDate": str(now),
+            "NumJobStarts": str(job.int_attr("NumJobStarts") + 1),
+            "JobRunCount": str(job.int_attr("JobRunCount") + 1),
+            "NumJobMatches": str(job.int_attr("NumJobMatches") + 1),
+            "LastMatchTime": str(now),
+            "RemoteHost": _quote(claim.slot_name),
+            "ClaimId": _quote(claim.id),
+            "StartdIpAddr": _quote(f"<{claim.startd_address}>"),
+            "LastRejMatchReason": None,
+        }
+        if "JobStartDate" not in job.attrs:
+            changes["JobStartDate"] = str(now)
+        before = {k: job.attrs.get(k) for k in changes}
+        job_ad = job.text()
+        claim.job = job.key
+        n = self.change(job, changes)
+        job.reserved = False
+        try:
+            reply = await self._startd(claim.startd_address).ActivateClaim(startd_pb2.ActivateClaimRequest(
+                claim_id=claim.id, job_ad=common_pb2.ClassAd(text=job_ad)), timeout=RPC_TIMEOUT_S)
+            ok, reason = reply.ok, reply.reason
+        except grpc.aio.AioRpcError as e:
+            ok, reason = False, describe(e)
+        if not ok:
+            self.log.warning("could not start job %s on %s: %s", job.id, claim.slot_name, reason)
+            claim.job = None
+            if job.key in self.queue.jobs and job.attrs.get("ClaimId") == _quote(claim.id):
+                self.change(job, before)
+            await self._release_claim(claim, f"activation failed: {reason}")
+            await self.txlog.commit()
+            return
+        self.counters["jobs_started"] += 1
+        self.log.info("Started job %s on %s", job.id, claim.slot_name)
+        self.trigger("advertise")
+        await self.txlog.commit(n)
+
+    async def _release_claim(self, claim: ScheddClaim, reason: str) -> None:
+        self.claims.pop(claim.id, None)
+        try:
+            await self._startd(claim.startd_address).ReleaseClaim(
+                startd_pb2.ReleaseClaimRequest(claim_ids=[claim.id], reason=reason), timeout=RPC_TIMEOUT_S)
+            self.log.info("Released claim on %s (%s)", claim.slot_name, reason)
+        except grpc.aio.AioRpcError as e:
+            # The startd drops the claim itself once its lease lapses.
+            self.log.warning("could not release the claim on %s: %s", claim.slot_name, describe(e))
+
+    async def _after_job(self, claim: ScheddClaim) -> None:
+        """The job on `claim` is done: run another of the submitter's jobs on it, or let it go."""
+        now = self.clock.now()
+        if claim.id not in self.claims:
+            return
+        if scheduling.claim_reusable(claim, now, self.cfg.claim_worklife_s):
+            assert claim.slot_ad is not None
+            job = scheduling.pick_job_for_slot(scheduling.idle_jobs(self.queue, claim.submitter),
+                                               claim.slot_ad, now)
+            if job is not None:
+                job.reserved = True
+                self.counters["claim_reuses"] += 1
+                self.log.info("Reusing claim on %s for job %s", claim.slot_name, job.id)
+                await self._activate(claim, job)
+                return
+            reason = "no idle job matches the slot"
+        elif claim.slot_ad is None:
+            reason = "claim reconnected after a restart"
+        else:
+            reason = f"CLAIM_WORKLIFE ({self.cfg.claim_worklife_s:.0f} s) reached"
+        await self._release_claim(claim, reason)
+
+    async def on_claim_events(self, events: Iterable[schedd_pb2.ClaimEvent]) -> int:
+        accepted = 0
+        finished: list[Job] = []
+        freed: list[ScheddClaim] = []
+        for ev in events:
+            job = self.queue.get(ev.job_id)
+            claim = self.claims.get(ev.claim_id)
+            if job is None or job.status != RUNNING or job.attrs.get("ClaimId") != _quote(ev.claim_id):
+                # A duplicate, or news of a claim this schedd has already given up.
+                if claim is not None and ev.kind != schedd_pb2.JOB_EXITED:
+                    self.claims.pop(claim.id, None)
+                continue
+            accepted += 1
+            t = int(ev.pool_time)
+            started = ev.job_start if ev.job_start > 0 else job.int_attr("JobCurrentStartDate", t)
+            ran = max(0.0, ev.pool_time - started)
+            common: dict[str, str | None] = {
+                "EnteredCurrentStatus": str(t),
+                "LastRemoteHost": job.attrs.get("RemoteHost"),
+                "RemoteHost": None,
+                "ClaimId": None,
+                "RemoteWallClockTime": repr(float(job.attrs.get("RemoteWallClockTime", "0")) + ran),
+                "CumulativeSlotTime": repr(float(job.attrs.get("CumulativeSlotTime", "0")) + ran),
+                "LastJobStatus": str(RUNNING),
+            }
+            if ev.kind == schedd_pb2.JOB_EXITED:
+                common.update({"JobStatus": str(COMPLETED), "CompletionDate": str(t), "ExitCode": "0",
+                               "ExitBySignal": "false", "JobFinishedHookDone": str(t)})
+                self.change(job, common)
+                finished.append(job)
+                self.counters["jobs_completed"] += 1
+                self.log.info("Job %s completed on %s after %.0f s", job.id, ev.slot_name, ran)
+                if claim is not None:
+                    claim.job = None
+                    freed.append(claim)
+            else:
+                why = ev.reason or ("claim lost" if ev.kind == schedd_pb2.CLAIM_LOST else "evicted")
+                common.update({"JobStatus": str(IDLE), "LastVacateTime": str(t), "VacateReason": _quote(why)})
+                self.change(job, common)
+                self.claims.pop(ev.claim_id, None)
+                self.counters["jobs_evicted"] += 1
+                self.log.info("Job %s on %s returned to the queue: %s", job.id, ev.slot_name, why)
+        await self.txlog.commit()
+        if finished:
+            await self._to_history(finished)
+        for claim in freed:
+            self.spawn(self._after_job(claim), f"schedd:after:{claim.slot_name}")
+        self.trigger("advertise")
+        return accepted
+
+    async def _to_history(self, jobs: list[Job]) -> None:
+        """Completed and removed jobs leave the queue for the history file."""
+        self.cfg.history_file.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.cfg.history_file, "a", encoding="utf-8") as f:
+            for job in jobs:
+                f.write(job.text() + "\n")
+        lines = [txlog.op_destroy(j.id) for j in jobs if j.key in self.queue.jobs]
+        self.queue.apply(lines)
+        self.txlog.append(lines)
+
+    # ---- keepalive and reconnection ------------------------------------------------
+    async def keepalive(self) -> None:
+        by_addr: dict[str, list[ScheddClaim]] = defaultdict(list)
+        for c in self.claims.values():
+            by_addr[c.startd_address].append(c)
+        if by_addr:
+            await asyncio.gather(*(self._keepalive_one(a, cs) for a, cs in by_addr.items()))
+
+    async def _keepalive_one(self, address: str, claims: list[ScheddClaim]) -> None:
+        now = self.clock.now()
+        try:
+            reply = await self._startd(address).KeepAlive(startd_pb2.KeepAliveRequest(
+                claim_ids=[c.id for c in claims], schedd_address=self.address), timeout=RPC_TIMEOUT_S)
+        except grpc.aio.AioRpcError as e:
+            for c in claims:
+                if now - c.last_alive_ok > self.cfg.claim_lease_s:
+                    await self._claim_lost(c, f"startd at {address} unreachable for "
+                                              f"{now - c.last_alive_ok:.0f} s ({describe(e)})")
+            return
+        unknown = set(reply.unknown_claim_ids)
+        for c in claims:
+            if c.id in unknown:
+                await self._claim_lost(c, "the startd no longer holds the claim")
+            else:
+                c.last_alive_ok = now
+
+    async def _claim_lost(self, claim: ScheddClaim, reason: str) -> None:
+        self.claims.pop(claim.id, None)
+        job = self.queue.jobs.get(claim.job) if claim.job else None
+        if job is None or job.status != RUNNING:
+            return
+        t = int(self.clock.now())
+        n = self.change(job, {"JobStatus": str(IDLE), "EnteredCurrentStatus": str(t),
+                              "LastRemoteHost": job.attrs.get("RemoteHost"), "RemoteHost": None,
+                              "ClaimId": None, "LastVacateTime": str(t), "VacateReason": _quote(reason)})
+        self.log.info("Job %s on %s returned to the queue: %s", job.id, claim.slot_name, reason)
+        await self.txlog.commit(n)
+        self.trigger("advertise")

@@ -1,0 +1,105 @@
+"""The schedd's side of negotiation: resource requests out, matches and rejections in.
+
+A session per submitter and cycle: the jobs' autoclusters become resource requests
+(scheduling.resource_requests), handed out in batches; a match reserves a job and
+starts its claim (claims.py); a rejection skips the rest of that autocluster for the
+cycle, as HTCondor's schedd does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from daemons.core import ads
+from daemons.schedd import scheduling
+from daemons.schedd.scheduling import Request
+
+
+@dataclass
+class NegotiationSession:
+    submitter: str
+    cycle: int
+    requests: list[Request]
+    position: int = 0
+    matches: int = 0
+    rejections: int = 0
+    by_id: dict[str, Request] = field(default_factory=dict)
+    rejected: set[int] = field(default_factory=set)   # autoclusters skipped for the rest of the cycle
+
+    def __post_init__(self) -> None:
+        self.by_id = {r.request_id: r for r in self.requests}
+
+
+
+class NegotiationMixin:
+    """ScheddDaemon's negotiation methods (kept apart so each part reads in one sitting)."""
+
+    def begin_negotiation(self, submitter: str, cycle: int, significant: list[str] | None = None,
+                          job_constraint: str = "") -> NegotiationSession:
+        if significant and self.ac.update_negotiator_attrs(significant):
+            self.log.info("significant attributes from the negotiator grew (%d now): every autocluster id "
+                          "is recomputed", len(self.ac.negotiator_attrs))
+        jobs = scheduling.idle_jobs(self.queue, submitter)
+        if job_constraint.strip():
+            # NEGOTIATOR_JOB_CONSTRAINT: HTCondor's schedd offers only the jobs that satisfy it.
+            try:
+                tree = ads.parse_expr(job_constraint, "NEGOTIATOR_JOB_CONSTRAINT")
+                now = self.clock.now()
+                jobs = [j for j in jobs if ads.is_true(ads.evaluate(tree, scheduling.with_time(j.classad(), now)))]
+            except ads.AdError as e:
+                self.log.warning("ignoring the negotiator's job constraint: %s", e)
+        n0, t0 = self.ac.ids_assigned, self.ac.assign_seconds
+        requests = scheduling.resource_requests(jobs, self.ac.assign)
+        acs = {r.autocluster for r in requests}
+        autoclusters = len(acs)
+        self.ac_stats.note(cycle, self.clock.now(), acs, len(jobs), self.ac.ids_assigned - n0,
+                           self.ac.assign_seconds - t0)
+        session = NegotiationSession(submitter, cycle, requests)
+        self.counters["negotiations"] += 1
+        self.log.info("Negotiating for %s (cycle %d): %d idle job(s) in %d autocluster(s), %d request(s)",
+                      submitter, cycle, len(jobs), autoclusters, len(requests))
+        return session
+
+    def next_requests(self, session: NegotiationSession, max_requests: int) -> tuple[list[Request], bool]:
+        """The next batch, leaving out autoclusters already rejected in this cycle."""
+        n = max(1, max_requests)
+        batch: list[Request] = []
+        while len(batch) < n and session.position < len(session.requests):
+            r = session.requests[session.position]
+            session.position += 1
+            if r.autocluster not in session.rejected:
+                batch.append(r)
+        return batch, session.position >= len(session.requests)
+
+    def on_match(self, session: NegotiationSession, request_id: str, claim_id: str, slot_ad_text: str,
+                 consumed: dict[str, int] | None = None) -> None:
+        req = session.by_id.get(request_id)
+        session.matches += 1
+        job = req.next_job() if req is not None else None
+        if req is not None:
+            self.ac_rejections.pop(req.autocluster, None)
+        if job is None:
+            # The job started meanwhile (on a leftover or a reused claim): the match is
+            # the submitter's, so another of its idle jobs that fits the slot takes it.
+            try:
+                slot_ad = ads.parse_ad(slot_ad_text, "matched slot ad")
+            except ads.AdError:
+                return
+            job = scheduling.pick_job_for_slot(scheduling.idle_jobs(self.queue, session.submitter), slot_ad,
+                                               self.clock.now())
+            if job is None:
+                self.log.info("match for request %s arrived, but no idle job of %s fits %s now; not used",
+                              request_id, session.submitter, ads.get(slot_ad, "Name"))
+                return
+        job.reserved = True
+        self.counters["matches"] += 1
+        self.spawn(self._claim_and_run(job, claim_id, slot_ad_text, session.submitter, consumed or None),
+                   f"schedd:claim:{job.id}")
+
+    def on_reject(self, session: NegotiationSession, request_id: str, reason: str) -> None:
+        """Skip the rest of the autocluster this cycle; its jobs all carry the reason."""
+        req = session.by_id.get(request_id)
+        session.rejections += 1
+        if req is None:
+            return
+        session.rejected.add(req.autocluster)
+        self.ac_rejections[req.autocluster] = (reason, int(self.clock.now()))

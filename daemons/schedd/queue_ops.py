@@ -1,0 +1,157 @@
+"""The schedd's queue operations: remove, hold, release, edit, and queries."""
+from __future__ import annotations
+
+from daemons.core import ads
+from daemons.pb.htcpool import schedd_pb2
+from daemons.schedd import scheduling
+from daemons.schedd.claims import _quote
+from daemons.schedd.jobqueue import Job
+from daemons.schedd.scheduling import ScheddClaim
+from daemons.schedd.submit import COMPLETED, HELD, IDLE, REMOVED, RUNNING
+
+PROTECTED_ATTRS = {"clusterid", "procid", "mytype", "targettype", "jobstatus", "globaljobid"}
+
+
+class ActError(ValueError):
+    pass
+
+
+
+class QueueOpsMixin:
+    """ScheddDaemon's act and query methods."""
+
+    def select(self, job_ids: list[str], constraint: str) -> list[Job]:
+        if job_ids:
+            jobs = self.queue.select(job_ids)
+        else:
+            jobs = list(self.queue.jobs.values())
+        if constraint.strip():
+            tree = ads.parse_expr(constraint, "constraint")
+            now = self.clock.now()
+            jobs = [j for j in jobs if ads.is_true(ads.evaluate(tree, scheduling.with_time(j.classad(), now)))]
+        return jobs
+
+    async def act(self, action: int, job_ids: list[str], constraint: str, reason: str,
+                  edits: dict[str, str]) -> list[str]:
+        if not job_ids and not constraint.strip():
+            raise ActError("name jobs (cluster or cluster.proc) or give a constraint")
+        jobs = self.select(job_ids, constraint)
+        now = str(int(self.clock.now()))
+        done: list[Job] = []
+        to_release: list[ScheddClaim] = []
+        if action == schedd_pb2.EDIT:
+            checked = {}
+            for attr, value in edits.items():
+                if attr.lower() in PROTECTED_ATTRS:
+                    raise ActError(f"attribute {attr} cannot be edited")
+                if not attr.replace("_", "a").isalnum() or attr[0].isdigit():
+                    raise ActError(f"{attr!r} is not an attribute name")
+                try:
+                    checked[attr] = ads.expr_text(value, attr)
+                except ads.AdError as e:
+                    raise ActError(str(e)) from None
+            if not checked:
+                raise ActError("nothing to edit")
+            for j in jobs:
+                self.change(j, dict(checked))
+                done.append(j)
+        for j in jobs if action != schedd_pb2.EDIT else []:
+            s = j.status
+            claim = next((c for c in self.claims.values() if c.job == j.key), None)
+            if action == schedd_pb2.REMOVE and s not in (REMOVED, COMPLETED):
+                self.change(j, {"JobStatus": str(REMOVED), "EnteredCurrentStatus": now,
+                                "RemoveReason": _quote(reason or "removed by user"), "RemoteHost": None,
+                                "ClaimId": None, "LastJobStatus": str(s)})
+            elif action == schedd_pb2.HOLD and s in (IDLE, RUNNING):
+                self.change(j, {"JobStatus": str(HELD), "EnteredCurrentStatus": now,
+                                "HoldReason": _quote(reason or "held by user"), "HoldReasonCode": "1",
+                                "RemoteHost": None, "ClaimId": None, "LastJobStatus": str(s)})
+            elif action == schedd_pb2.RELEASE and s == HELD:
+                self.change(j, {"JobStatus": str(IDLE), "EnteredCurrentStatus": now, "HoldReason": None,
+                                "HoldReasonCode": None, "ReleaseReason": _quote(reason or "released by user"),
+                                "LastJobStatus": str(s)})
+            else:
+                continue
+            j.reserved = False
+            done.append(j)
+            if claim is not None:
+                claim.job = None
+                to_release.append(claim)
+        await self.txlog.commit()
+        if action == schedd_pb2.REMOVE:
+            await self._to_history([j for j in done if j.status == REMOVED])
+        for claim in to_release:
+            await self._release_claim(claim, f"job {'removed' if action == schedd_pb2.REMOVE else 'held'}")
+        verb = {schedd_pb2.REMOVE: "removed", schedd_pb2.HOLD: "held", schedd_pb2.RELEASE: "released",
+                schedd_pb2.EDIT: "edited"}.get(action, "?")
+        if done:
+            self.log.info("%d job(s) %s: %s", len(done), verb, " ".join(j.id for j in done[:20]))
+            self.trigger("advertise")
+            if action == schedd_pb2.RELEASE:
+                self.spawn(self._reschedule_negotiator(), "schedd:reschedule")
+        return [j.id for j in done]
+
+    # ---- queries --------------------------------------------------------------------
+    def query(self, constraint: str, projection: list[str], history: bool, limit: int) -> list[str]:
+        tree = ads.parse_expr(constraint, "constraint") if constraint.strip() else None
+        now = self.clock.now()
+        out: list[str] = []
+        for ad in self._iter_ads(history):
+            if tree is not None and not ads.is_true(ads.evaluate(tree, scheduling.with_time(ad, now))):
+                continue
+            out.append(repr(ads.project(ad, projection)) if projection else repr(ad))
+            if limit and len(out) >= limit:
+                break
+        return out
+
+    def autocluster_ads(self, constraint: str = "") -> list[str]:
+        """condor_q -autocluster: the autoclusters of the jobs in the queue."""
+        tree = ads.parse_expr(constraint, "constraint") if constraint.strip() else None
+        groups: dict[int, list[Job]] = {}
+        for job in sorted(self.queue.jobs.values(), key=lambda j: j.key):
+            if job.status in (COMPLETED, REMOVED):
+                continue
+            groups.setdefault(self.ac.assign(job), []).append(job)
+        out = []
+        for ac, jobs in sorted(groups.items()):
+            first = jobs[0]
+            attrs: dict[str, str] = {a: first.attrs.get(a, "undefined") for a in first.ac_attrs}
+            attrs.update({
+                "AutoClusterId": str(ac),
+                "AutoClusterAttrs": ads.literal(",".join(first.ac_attrs)),
+                "JobCount": str(len(jobs)),
+                "JobIds": ads.literal(",".join(j.id for j in jobs)),
+                "IdleJobs": str(sum(j.status == IDLE for j in jobs)),
+                "RunningJobs": str(sum(j.status == RUNNING for j in jobs)),
+            })
+            rejection = self.ac_rejections.get(ac)
+            if rejection is not None:
+                attrs["LastRejMatchReason"] = _quote(rejection[0])
+                attrs["LastRejMatchTime"] = str(rejection[1])
+            ad = ads.parse_ad(ads.text_of_exprs(attrs))
+            if tree is None or ads.is_true(ads.evaluate(tree, ad)):
+                out.append(repr(ad))
+        return out
+
+    def _iter_ads(self, history: bool):
+        if not history:
+            for j in sorted(self.queue.jobs.values(), key=lambda j: j.key):
+                shared = self.ac_rejections.get(j.ac_id) if j.ac_id is not None and j.status == IDLE else None
+                if shared is None:
+                    yield j.classad()
+                else:
+                    # The autocluster's last rejection speaks for every job in it.
+                    view = dict(j.view())
+                    view["LastRejMatchReason"] = _quote(shared[0])
+                    view["LastRejMatchTime"] = str(shared[1])
+                    yield ads.parse_ad(ads.text_of_exprs(view))
+            return
+        path = self.cfg.history_file
+        if path.exists():
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    if line.strip():
+                        try:
+                            yield ads.parse_ad(line)
+                        except ads.AdError:
+                            continue
