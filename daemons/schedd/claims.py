@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from dataclasses import replace
 from typing import Iterable
 
 import grpc
 
 from daemons.core import ads
+from daemons.core.crashpoints import crashpoint
 from daemons.core.rpc import describe
 from daemons.pb.htcpool import common_pb2, schedd_pb2, startd_pb2, startd_pb2_grpc
-from daemons.schedd import scheduling, txlog
+from daemons.schedd import scheduling
 from daemons.schedd.jobqueue import Job
 from daemons.schedd.scheduling import ScheddClaim
 from daemons.schedd.submit import COMPLETED, IDLE, RUNNING
@@ -101,6 +103,20 @@ class ClaimsMixin:
         activation reply, and must find its job running on this claim. If activation
         fails the job goes back to Idle.
         """
+        if self.queue.jobs.get(job.key) is not job or job.status != IDLE:
+            # Held or removed while its claim was being made: it must not run. The claim
+            # serves another idle job of the submitter that fits, or goes back.
+            job.reserved = False
+            other = (scheduling.pick_job_for_slot(scheduling.idle_jobs(self.queue, claim.submitter),
+                                                  claim.slot_ad, self.clock.now())
+                     if claim.slot_ad is not None else None)
+            self.log.info("job %s is no longer idle (status %d) now that %s is claimed for it; %s", job.id,
+                          job.status, claim.slot_name, f"job {other.id} takes the claim" if other else
+                          "releasing the claim")
+            if other is None:
+                await self._release_claim(claim, f"job {job.id} was held or removed before it started")
+                return
+            job = other
         now = int(self.clock.now())
         changes: dict[str, str | None] = {
             "JobStatus": str(RUNNING),
@@ -201,8 +217,7 @@ class ClaimsMixin:
             if ev.kind == schedd_pb2.JOB_EXITED:
                 common.update({"JobStatus": str(COMPLETED), "CompletionDate": str(t), "ExitCode": "0",
                                "ExitBySignal": "false", "JobFinishedHookDone": str(t)})
-                self.change(job, common)
-                finished.append(job)
+                finished.append((job, common))
                 self.counters["jobs_completed"] += 1
                 self.log.info("Job %s completed on %s after %.0f s", job.id, ev.slot_name, ran)
                 if claim is not None:
@@ -215,23 +230,39 @@ class ClaimsMixin:
                 self.claims.pop(ev.claim_id, None)
                 self.counters["jobs_evicted"] += 1
                 self.log.info("Job %s on %s returned to the queue: %s", job.id, ev.slot_name, why)
+        if finished:
+            # Completed, numbered for the history and out of the queue in one transaction.
+            self.retire(finished)
+            crashpoint("schedd.completion.before_commit")
         await self.txlog.commit()
         if finished:
-            await self._to_history(finished)
+            crashpoint("schedd.completion.after_commit")
+        self.write_history()
+        if finished:
+            crashpoint("schedd.completion.after_history")
         for claim in freed:
             self.spawn(self._after_job(claim), f"schedd:after:{claim.slot_name}")
         self.trigger("advertise")
         return accepted
 
-    async def _to_history(self, jobs: list[Job]) -> None:
-        """Completed and removed jobs leave the queue for the history file."""
-        self.cfg.history_file.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.cfg.history_file, "a", encoding="utf-8") as f:
-            for job in jobs:
-                f.write(job.text() + "\n")
-        lines = [txlog.op_destroy(j.id) for j in jobs if j.key in self.queue.jobs]
+    def retire(self, finished: list[tuple[Job, dict[str, str | None]]]) -> int:
+        """Give jobs their final attributes and move them out of the queue, in one log
+        transaction that also numbers their history records; returns the transaction.
+        The records reach the history file once it is committed (write_history)."""
+        mark = len(self.queue.retired)
+        lines = self.queue.retire_lines(finished)
         self.queue.apply(lines)
-        self.txlog.append(lines)
+        txn = self.txlog.append(lines)
+        self.queue.retired[mark:] = [replace(r, txn=txn) for r in self.queue.retired[mark:]]
+        return txn
+
+    def write_history(self) -> None:
+        """Append the history records whose transactions are on disk (in record order)."""
+        durable = [r for r in self.queue.retired if r.txn <= self.txlog.synced]
+        if not durable:
+            return
+        self.history.append(durable)
+        self.queue.retired = [r for r in self.queue.retired if r.txn > self.txlog.synced]
 
     # ---- keepalive and reconnection ------------------------------------------------
     async def keepalive(self) -> None:

@@ -29,6 +29,7 @@ from daemons.schedd import txlog
 from daemons.schedd.autocluster import (IDENTIFIER, AutoclusterConfig, Autoclusterer, AutoclusterStats,
                                         check_names, parse_rounding)
 from daemons.schedd.claims import ClaimsMixin, _strip_addr
+from daemons.schedd.history import HistoryFile
 from daemons.schedd.jobqueue import Job, JobQueue
 from daemons.schedd.negotiation import NegotiationMixin
 from daemons.schedd.queue_ops import ActError, QueueOpsMixin
@@ -119,6 +120,7 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         # Beyond HTCondor: a rejection's reason belongs to the whole autocluster.
         self.ac_rejections: dict[int, tuple[str, int]] = {}
         self.txlog = txlog.TxLog(cfg.job_queue_log)
+        self.history = HistoryFile(cfg.history_file)
         self.claims: dict[str, ScheddClaim] = {}
         self._background: set[asyncio.Task] = set()
         self._advertised_submitters: set[str] = set()
@@ -145,12 +147,22 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
             self.queue.apply_op(op)
         if cut:
             self.log.warning("%s ends inside a transaction (a crash mid-commit); that transaction is dropped", path)
+        # Finish what a crash interrupted before the log is compacted: history records the
+        # log decided but the file may lack (history.py), then jobs that finished in an
+        # older log without leaving the queue.
+        self.history.repair()
+        before = self.history.last_seq()
+        finished = [j for j in self.queue.jobs.values() if j.status in (COMPLETED, REMOVED)]
+        if finished:
+            self.retire([(j, {}) for j in finished])
+            await self.txlog.commit()
+        self.write_history()
+        if self.history.last_seq() > before:
+            self.log.info("history: %d record(s) written after a restart", self.history.last_seq() - before)
+        self.history.sync()
         self.txlog.rewrite(self.queue.state_lines(), seq + 1)
         self.log.info("job queue %s: %d job(s) restored from %d log entries in %.3f s",
                       path, len(self.queue), len(ops), time.perf_counter() - t0)
-        finished = [j for j in self.queue.jobs.values() if j.status in (COMPLETED, REMOVED)]
-        if finished:
-            await self._to_history(finished)
         now = self.clock.now()
         for job in self.queue.by_status(RUNNING):
             claim_id = ads.parse_expr(job.attrs.get("ClaimId", '""')).eval()

@@ -16,6 +16,7 @@ import classad2
 from daemons.core import ads
 from daemons.schedd import txlog
 from daemons.schedd.autocluster import AutoclusterConfig, Rounding, round_text
+from daemons.schedd.history import Record, record_text
 from daemons.schedd.submit import HELD, IDLE, RUNNING, submitter_of
 
 HEADER_KEY = "0.0"
@@ -108,6 +109,11 @@ class JobQueue:
         self.by_submitter: dict[str, dict[tuple[int, int], Job]] = {}
         # submitter -> counts for its ad, kept by every change instead of by rescans
         self.counts: dict[str, dict[str, int]] = {}
+        # History records (history.py): the last number given, and records decided by
+        # applied transactions that the schedd has not yet written to the history file.
+        self.history_seq = 0
+        self._numbering: int | None = None
+        self.retired: list[Record] = []
 
     @staticmethod
     def _contribution(job: Job) -> tuple[str, int, int] | None:
@@ -188,6 +194,10 @@ class JobQueue:
         if op.key == HEADER_KEY:
             if op.code == txlog.SET and op.name == "NextClusterNum":
                 self.next_cluster = int(op.value)
+            elif op.code == txlog.SET and op.name == "HistorySeq":
+                # Numbers the history record of the job destroyed next (history.py).
+                self.history_seq = int(op.value)
+                self._numbering = self.history_seq
             return
         if op.code == txlog.NEW:
             c, p = parse_job_id(op.key)
@@ -203,6 +213,9 @@ class JobQueue:
         if job is None:
             return
         if op.code == txlog.DESTROY:
+            if self._numbering is not None:
+                self.retired.append(Record(self._numbering, record_text(job.text(), self._numbering)))
+                self._numbering = None
             del self.jobs[(c, p)]
             self._count(self._contribution(job), -1)
             mine = self.by_submitter.get(job.submitter)
@@ -240,6 +253,8 @@ class JobQueue:
         """The whole queue as log lines (for a compacted log)."""
         lines = [txlog.op_new(HEADER_KEY, "(empty)"),
                  txlog.op_set(HEADER_KEY, "NextClusterNum", str(self.next_cluster))]
+        if self.history_seq:
+            lines.append(txlog.op_set(HEADER_KEY, "HistorySeq", str(self.history_seq)))
         for job in self.jobs.values():
             lines.append(txlog.op_new(job.id))
             raws: list[tuple[str, str]] = []
@@ -266,6 +281,17 @@ class JobQueue:
             key = f"{cluster}.{attrs['ProcId']}"
             lines.append(txlog.op_new(key))
             lines.extend(txlog.op_set(key, k, v) for k, v in attrs.items())
+        return lines
+
+    def retire_lines(self, finished: list[tuple[Job, dict[str, str | None]]]) -> list[str]:
+        """One transaction's lines that give each job its final attributes, number its
+        history record and destroy it (see history.py for why these go together)."""
+        lines: list[str] = []
+        seq = self.history_seq
+        for job, changes in finished:
+            seq += 1
+            lines += self.set_lines(job, changes)
+            lines += [txlog.op_set(HEADER_KEY, "HistorySeq", str(seq)), txlog.op_destroy(job.id)]
         return lines
 
     @staticmethod

@@ -39,6 +39,7 @@ class QueueOpsMixin:
         now = str(int(self.clock.now()))
         done: list[Job] = []
         to_release: list[ScheddClaim] = []
+        removed: list[tuple[Job, dict[str, str | None]]] = []
         if action == schedd_pb2.EDIT:
             checked = {}
             for attr, value in edits.items():
@@ -59,9 +60,9 @@ class QueueOpsMixin:
             s = j.status
             claim = next((c for c in self.claims.values() if c.job == j.key), None)
             if action == schedd_pb2.REMOVE and s not in (REMOVED, COMPLETED):
-                self.change(j, {"JobStatus": str(REMOVED), "EnteredCurrentStatus": now,
-                                "RemoveReason": _quote(reason or "removed by user"), "RemoteHost": None,
-                                "ClaimId": None, "LastJobStatus": str(s)})
+                removed.append((j, {"JobStatus": str(REMOVED), "EnteredCurrentStatus": now,
+                                    "RemoveReason": _quote(reason or "removed by user"), "RemoteHost": None,
+                                    "ClaimId": None, "LastJobStatus": str(s)}))
             elif action == schedd_pb2.HOLD and s in (IDLE, RUNNING):
                 self.change(j, {"JobStatus": str(HELD), "EnteredCurrentStatus": now,
                                 "HoldReason": _quote(reason or "held by user"), "HoldReasonCode": "1",
@@ -77,9 +78,10 @@ class QueueOpsMixin:
             if claim is not None:
                 claim.job = None
                 to_release.append(claim)
+        if removed:
+            self.retire(removed)
         await self.txlog.commit()
-        if action == schedd_pb2.REMOVE:
-            await self._to_history([j for j in done if j.status == REMOVED])
+        self.write_history()
         for claim in to_release:
             await self._release_claim(claim, f"job {'removed' if action == schedd_pb2.REMOVE else 'held'}")
         verb = {schedd_pb2.REMOVE: "removed", schedd_pb2.HOLD: "held", schedd_pb2.RELEASE: "released",
@@ -146,12 +148,8 @@ class QueueOpsMixin:
                     view["LastRejMatchTime"] = str(shared[1])
                     yield ads.parse_ad(ads.text_of_exprs(view))
             return
-        path = self.cfg.history_file
-        if path.exists():
-            with open(path, encoding="utf-8") as f:
-                for line in f:
-                    if line.strip():
-                        try:
-                            yield ads.parse_ad(line)
-                        except ads.AdError:
-                            continue
+        for line in self.history.lines():
+            try:
+                yield ads.parse_ad(line)
+            except ads.AdError:
+                continue

@@ -152,6 +152,11 @@ class TxLog:
         self.close()
         self._file = open(self.path, "a", encoding="utf-8")
 
+    @property
+    def synced(self) -> int:
+        """How many appended transactions are on disk."""
+        return self._synced
+
     def append(self, lines: list[str]) -> int:
         """Add one transaction; returns its number, to pass to commit()."""
         if self._file is None:
