@@ -1,0 +1,41 @@
+"""`htcpool bench` and `htcpool experiment`: performance figures and scientific runs."""
+from __future__ import annotations
+
+import argparse
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from daemons.cli.bench import BENCHES
+    return BENCHES[args.name](args)
+
+
+def register(sub) -> None:
+    common = sub.common_parent
+    s = sub.add_parser("bench", help="performance figures")
+    benches = s.add_subparsers(dest="name", required=True, metavar="NAME")
+    b = benches.add_parser("throughput", parents=[common], help="1,000 zero-length jobs on 100 emulated machines")
+    b.add_argument("--jobs", type=int, default=1000)
+    b.add_argument("--machines", type=int, default=100)
+    b.add_argument("--cpus", type=int, default=8)
+    b = benches.add_parser("autocluster", parents=[common], help="schedd autocluster ids: jobs/s and re-clustering cost")
+    b.add_argument("--jobs", type=int, default=100_000)
+    b.add_argument("--seed", type=int, default=0)
+    b = benches.add_parser("negotiator", parents=[common],
+                           help="one negotiation cycle's wall and CPU time at 1k, 10k and 50k slots")
+    b.add_argument("--sizes", default="1000,10000,50000", help="pool sizes in slots (default 1000,10000,50000)")
+    b.add_argument("--jobs", type=int, default=100_000, help="idle jobs (default 100,000)")
+    b.add_argument("--submitters", type=int, default=100, help="submitters (default 100)")
+    b.add_argument("--autoclusters", type=int, default=500, help="job kinds, one autocluster each (default 500)")
+    for b in benches.choices.values():
+        b.add_argument("--json", action="store_true", help="end with one JSON object")
+        b.set_defaults(fn=cmd_bench)
+
+    from daemons.cli.experiments import EXPERIMENTS
+    s = sub.add_parser("experiment", help="scientific runs that write CSV and PNG")
+    experiments = s.add_subparsers(dest="name", required=True, metavar="NAME")
+    for name, (help_text, add_args) in EXPERIMENTS.items():
+        e = experiments.add_parser(name, parents=[common], help=help_text)
+        e.add_argument("--json", action="store_true", help="end with one JSON object")
+        e.add_argument("--out", help=f"where CSV and PNG go (default results/{name})")
+        e.add_argument("--seed", type=int, default=0, help="the workload's random seed")
+        e.set_defaults(fn=add_args(e))
