@@ -3,7 +3,8 @@
 Ads are keyed by (MyType, Name), as HTCondor keys them. Each update stamps
 LastHeardFrom; an ad expires when LastHeardFrom + lifetime has passed, the lifetime
 being the ad's own ClassAdLifetime or else CLASSAD_LIFETIME (HTCondor's rule).
-Claim ids are private: queries leave them out unless asked (only the negotiator asks).
+Claim ids are private (ads.is_private): queries leave them out unless asked, which only
+callers holding NEGOTIATOR may (the security table).
 """
 from __future__ import annotations
 
@@ -13,8 +14,6 @@ from typing import Iterable, Sequence
 import classad2
 
 from daemons.core import ads
-
-PRIVATE_ATTRS = ("ClaimId", "Capability", "ClaimIdList")
 
 
 class StoreError(ValueError):
@@ -68,13 +67,8 @@ class AdStore:
         if isinstance(lifetime, bool) or not isinstance(lifetime, (int, float)) or lifetime <= 0:
             lifetime = self.default_lifetime_s
         full = repr(ad)
-        public = full
-        if any(a in ad for a in PRIVATE_ATTRS):
-            public_ad = classad2.ClassAd(full)
-            for a in PRIVATE_ATTRS:
-                if a in public_ad:
-                    del public_ad[a]
-            public = repr(public_ad)
+        public_ad = ads.without_private(ad)
+        public = full if public_ad is ad else repr(public_ad)
         stored = StoredAd(my_type, name, ad, full, public, now, float(lifetime))
         self._ads[_key(my_type, name)] = stored
         self.updates_total += 1
@@ -107,7 +101,7 @@ class AdStore:
             if constraint is not None and not ads.is_true(ads.evaluate(constraint, stored.ad)):
                 continue
             if projection:
-                attrs = [a for a in projection if include_private or a not in PRIVATE_ATTRS]
+                attrs = [a for a in projection if include_private or not ads.is_private(a)]
                 out.append(repr(ads.project(stored.ad, attrs)))
             else:
                 out.append(stored.full_text if include_private else stored.public_text)

@@ -23,6 +23,7 @@ from daemons.core.collector_client import CollectorClient
 from daemons.core.common import CommonConfig
 from daemons.core.interceptors import ServerPipeline
 from daemons.core.rpc import Channels, bind, call_with_retry, describe, new_server
+from daemons.core.security.setup import DaemonSecurity
 from daemons.core.status import StatusPage
 from daemons.pb.htcpool import admin_pb2, admin_pb2_grpc, common_pb2
 
@@ -55,7 +56,11 @@ class Daemon:
         self.clock = clock
         self.epoch_known = common.pool_epoch is not None or common.time_scale == 1.0
         self.log = logging.getLogger(f"htcpool.{self.role}")
-        self.channels = Channels()
+        # Who may call us and what we show when we call others (tokens, TLS).
+        self.security = DaemonSecurity(common.security, self.role, self.log)
+        self.channels = Channels(extra_layers=self.security.client_layers(),
+                                 credentials=self.security.channel_credentials(),
+                                 server_name=self.security.server_name())
         self.name = common.name or self.default_name()
         self.address = ""
         self.status_url = ""
@@ -71,9 +76,10 @@ class Daemon:
         self._update_seq = 0
         self.collector = (CollectorClient(self.channels, common.collector_host, self.log)
                           if common.collector_host else None)
-        # Every incoming call passes this pipeline: layers (security, faults) are added
-        # by whoever builds the daemon; handler errors and per-method counts live here.
-        self.rpc = ServerPipeline(log=logging.getLogger(f"htcpool.{self.role}.rpc"))
+        # Every incoming call passes this pipeline: security first, then any other layers
+        # (faults) added by whoever builds the daemon; handler errors and per-method
+        # counts live here.
+        self.rpc = ServerPipeline([self.security.layer], log=logging.getLogger(f"htcpool.{self.role}.rpc"))
 
     # ---- for subclasses -------------------------------------------------
     def default_name(self) -> str:
@@ -115,16 +121,19 @@ class Daemon:
         if self._started:
             return
         self._started = True
+        self.security.prepare()
         self._server = new_server([self.rpc])
         self.add_services(self._server)
         admin_pb2_grpc.add_AdminServicer_to_server(_AdminService(self), self._server)
-        port = bind(self._server, self.common.bind_host, self.common.grpc_port, what=f"the {self.role}'s command port")
+        port = bind(self._server, self.common.bind_host, self.common.grpc_port, what=f"the {self.role}'s command port",
+                    credentials=self.security.server_credentials())
         await self._server.start()
         # Peers get the advertised address, never the bound one (which may be 0.0.0.0).
         self.address = f"{self.common.public_host}:{port}"
         self._page = StatusPage(self)
         self.status_url = await self._page.start(self.common.bind_host, self.common.status_port,
-                                                 advertise_host=self.common.public_host)
+                                                 advertise_host=self.common.public_host,
+                                                 tls=self.common.security.tls)
         if not self.epoch_known:
             await self._learn_epoch()
         self.started_at = self.clock.now()

@@ -6,14 +6,22 @@ from daemons.pb.htcpool import schedd_pb2
 from daemons.schedd import scheduling
 from daemons.schedd.claims import _quote
 from daemons.schedd.jobqueue import Job
+from daemons.schedd.owners import Caller, may_act
 from daemons.schedd.scheduling import ScheddClaim
 from daemons.schedd.submit import COMPLETED, HELD, IDLE, REMOVED, RUNNING
 
-PROTECTED_ATTRS = {"clusterid", "procid", "mytype", "targettype", "jobstatus", "globaljobid"}
+# Owner (and User, which names the owner) belong to whoever submitted the job.
+PROTECTED_ATTRS = {"clusterid", "procid", "mytype", "targettype", "jobstatus", "globaljobid", "owner", "user"}
+_VERBS = {schedd_pb2.REMOVE: "remove", schedd_pb2.HOLD: "hold", schedd_pb2.RELEASE: "release",
+          schedd_pb2.EDIT: "edit"}
 
 
 class ActError(ValueError):
     pass
+
+
+class ActDenied(PermissionError):
+    """None of the jobs named may be acted on by this caller (HTCondor's wording)."""
 
 
 
@@ -31,11 +39,29 @@ class QueueOpsMixin:
             jobs = [j for j in jobs if ads.is_true(ads.evaluate(tree, scheduling.with_time(j.classad(), now)))]
         return jobs
 
+    def owner_of(self, job: Job) -> str | None:
+        v = ads.parse_expr(job.attrs.get("Owner", "undefined")).eval()
+        return v if isinstance(v, str) else None
+
     async def act(self, action: int, job_ids: list[str], constraint: str, reason: str,
-                  edits: dict[str, str]) -> list[str]:
+                  edits: dict[str, str], caller: Caller = Caller()) -> tuple[list[str], list[str]]:
+        """Act on the jobs named; return (ids acted on, ids the caller may not act on)."""
         if not job_ids and not constraint.strip():
             raise ActError("name jobs (cluster or cluster.proc) or give a constraint")
-        jobs = self.select(job_ids, constraint)
+        selected = self.select(job_ids, constraint)
+        supers = self.common.security.queue_super_users
+        jobs = [j for j in selected if may_act(caller, self.owner_of(j), supers)]
+        denied = [j for j in selected if j not in jobs]
+        if denied:
+            self.log.warning("%s denied to %s for job(s) %s (owned by %s)", _VERBS.get(action, "act"),
+                             caller.identity, " ".join(j.id for j in denied[:20]),
+                             ", ".join(sorted({str(self.owner_of(j)) for j in denied})))
+            if not jobs:
+                first = denied[0]
+                raise ActDenied(f"Permission denied to {_VERBS.get(action, 'act on')} job {first.id}"
+                                f"{f' and {len(denied) - 1} more' if len(denied) > 1 else ''}: owned by "
+                                f"{self.owner_of(first)}, and {caller.identity} is neither its owner nor a queue "
+                                f"super user (QUEUE_SUPER_USERS)")
         now = str(int(self.clock.now()))
         done: list[Job] = []
         to_release: list[ScheddClaim] = []
@@ -91,16 +117,20 @@ class QueueOpsMixin:
             self.trigger("advertise")
             if action == schedd_pb2.RELEASE:
                 self.spawn(self._reschedule_negotiator(), "schedd:reschedule")
-        return [j.id for j in done]
+        return [j.id for j in done], [j.id for j in denied]
 
     # ---- queries --------------------------------------------------------------------
-    def query(self, constraint: str, projection: list[str], history: bool, limit: int) -> list[str]:
+    def query(self, constraint: str, projection: list[str], history: bool, limit: int,
+              private: bool = False) -> list[str]:
+        """Job ads as text; private attributes (ClaimId, ...) only when `private` (DAEMON callers)."""
         tree = ads.parse_expr(constraint, "constraint") if constraint.strip() else None
         now = self.clock.now()
         out: list[str] = []
         for ad in self._iter_ads(history):
             if tree is not None and not ads.is_true(ads.evaluate(tree, scheduling.with_time(ad, now))):
                 continue
+            if not private:
+                ad = ads.without_private(ad)
             out.append(repr(ads.project(ad, projection)) if projection else repr(ad))
             if limit and len(out) >= limit:
                 break

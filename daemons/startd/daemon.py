@@ -73,7 +73,7 @@ class StartdDaemon(Daemon):
         startd_pb2_grpc.add_StartdServicer_to_server(StartdService(self), server)
 
     async def on_start(self) -> None:
-        self.model = Startd(self.hosts, self.cfg, self.address, self.clock.now(), self.seed)
+        self.model = Startd(self.hosts, self.cfg, self.address, self.clock.now())
         self.log.info("emulating %d machine(s): %s; %s", len(self.hosts),
                       ", ".join(self.hosts[:5]) + (" ..." if len(self.hosts) > 5 else ""),
                       ", ".join(f"{t.count} x {'partitionable' if t.partitionable else 'static'} slot type "
