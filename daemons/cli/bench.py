@@ -201,7 +201,7 @@ async def _left_over(c: PoolClient, cluster: int, show: int = 10) -> str:
 async def _throughput(pool: LocalPool, args: argparse.Namespace, emit: Callable[[str], None]) -> dict[str, Any]:
     n_jobs, n_machines = args.jobs, args.machines
     result: dict[str, Any] = {}
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         async def machines_seen() -> int:
             hosts = {str(ads.get(a, "Machine")) for a in await c.ads("Machine", projection=["Machine"])}
             return len(hosts) if len(hosts) >= n_machines else 0

@@ -63,8 +63,13 @@ def build_daemon(role: str, param: configmod.Param, *, name: str | None = None, 
 
 
 def write_address_file(path: Path, daemon: Daemon) -> None:
+    sec = daemon.common.security
+    # Where the pool's key is and whose tokens it accepts, for whoever started the pool
+    # (LocalPool mints the invoking user's token with it); never the key itself.
     info = {"role": daemon.role, "name": daemon.name, "address": daemon.address,
-            "status_url": daemon.status_url, "pid": os.getpid()}
+            "status_url": daemon.status_url, "pid": os.getpid(),
+            "security": {"pool_key_file": str(sec.pool_key_file.resolve()), "trust_domain": sec.trust_domain,
+                         "tls": sec.tls is not None}}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(info))

@@ -53,7 +53,7 @@ async def test_defrag_drains_the_best_ranked_machine_and_skips_excluded_ones(def
 DEFRAG_RANK = ifThenElse(Machine == "testhost-003", 100, ifThenElse(Machine == "testhost-002", 10, 0))
 DEFRAG_REQUIREMENTS = Machine != "testhost-003"
 """)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await _busy_everywhere(c, 3)
 
         async def first_drain():
@@ -94,7 +94,7 @@ DEFRAG_REQUIREMENTS = Machine == "testhost-002"
 # cancel as soon as seen draining: each drain of 002 is cancelled at the next poll
 DEFRAG_CANCEL_REQUIREMENTS = true
 """, machines=2)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await _busy_everywhere(c, 2)
         (slot,) = await c.ads("Machine", 'PartitionableSlot && Machine == "testhost-001"')
         address = str(ads.get(slot, "StartdIpAddr")).strip("<>")

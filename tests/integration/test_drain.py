@@ -14,7 +14,7 @@ async def _machine(c: PoolClient, host: str):
 
 async def test_graceful_drain_lets_the_job_finish_blocks_new_ones_and_cancel_restores(make_pool):
     pool = make_pool(TWO + "MAXJOBRETIREMENTTIME = 100000\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit("executable = /bin/sleep\narguments = 400\nqueue\n", "one.sub", "alice")
         await wait_jobs(c, "JobStatus == 2", 1)
@@ -57,7 +57,7 @@ async def test_graceful_drain_lets_the_job_finish_blocks_new_ones_and_cancel_res
 
 async def test_quick_drain_evicts_and_the_job_runs_again_elsewhere(make_pool):
     pool = make_pool(TWO + "MachineMaxVacateTime = 30\n", machines=2)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 2)
         await c.submit("executable = /bin/sleep\narguments = 600\nqueue\n", "one.sub", "bob")
         first = (await wait_jobs(c, "JobStatus == 2", 1))[0]
@@ -79,7 +79,7 @@ async def test_quick_drain_evicts_and_the_job_runs_again_elsewhere(make_pool):
 
 async def test_resume_on_completion_puts_the_machine_back(make_pool):
     pool = make_pool(TWO + "MAXJOBRETIREMENTTIME = 100000\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit("executable = /bin/sleep\narguments = 200\nqueue\n", "one.sub", "carol")
         await wait_jobs(c, "JobStatus == 2", 1)
@@ -94,7 +94,7 @@ async def test_resume_on_completion_puts_the_machine_back(make_pool):
 
 async def test_bad_drains_are_refused_and_change_nothing(make_pool):
     pool = make_pool(TWO)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
     for args, message in ((["nosuchhost"], "no machine 'nosuchhost' in the pool"),
                           (["testhost", "--check", "Cpus >"], "check expression: cannot parse 'Cpus >'"),
@@ -104,6 +104,6 @@ async def test_bad_drains_are_refused_and_change_nothing(make_pool):
         r = htcpool("drain", *args, "--pool", pool.collector_address)
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         assert message in r.stderr, (args, r.stderr)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         m = await _machine(c, "testhost")
         assert (attr(m, "Draining"), attr(m, "State")) == (False, "Unclaimed")

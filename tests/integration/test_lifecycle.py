@@ -41,7 +41,7 @@ async def test_start_and_close_are_idempotent(tmp_path):
 
 async def test_status_pages_metrics_and_cycle_records(make_pool):
     pool = make_pool("NUM_CPUS = 2\n" + PSLOT)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit("executable = /bin/sleep\narguments = 50\nqueue 2\n", "two.sub", "alice")
         await wait_jobs(c, "true", 2, history=True)
@@ -74,7 +74,7 @@ async def test_status_pages_metrics_and_cycle_records(make_pool):
 
 async def test_shutdown_withdraws_the_daemons_ads(make_pool):
     pool = make_pool("NUM_CPUS = 2\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 2)
         assert len(await c.ads("Negotiator")) == 1
         await c.shutdown(pool.daemons["negotiator"].address)
@@ -89,7 +89,7 @@ async def test_shutdown_withdraws_the_daemons_ads(make_pool):
 
 async def test_reschedule_starts_a_cycle_at_once(make_pool):
     pool = make_pool("NUM_CPUS = 1\nNEGOTIATOR_INTERVAL = 1000000\nNEGOTIATOR_CYCLE_DELAY = 0\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         before = len(await c.cycles())
         await c.reschedule()

@@ -6,10 +6,10 @@ src/condor_io/condor_auth_passwd.cpp); every line of every file (files sorted by
 hidden and backup files skipped) that is not empty or a comment is a token, and a file
 that group or others may read is skipped (read_secure_file). htcpool's command reads
 `_CONDOR_SEC_TOKEN_DIRECTORY` / `_CONDOR_SEC_TOKEN_SYSTEM_DIRECTORY` from the
-environment for those knobs (it reads no configuration file), and first the
-`tokens.d` of the pool it talks to when it found that pool in a state directory
-(`htcpool up` writes the invoking user's token there, so nothing is written to the
-user's home).
+environment for those knobs (it reads no configuration file). Unless
+SEC_TOKEN_DIRECTORY names the one directory to use, it reads first the `tokens.d` of
+the pool it talks to when it found that pool in a state directory (`htcpool up` writes
+the invoking user's token there, so nothing is written to the user's home).
 
 HTCondor's client picks the token whose issuer is the server's trust domain during its
 handshake; gRPC has no handshake before the call, so a client sends its first few
@@ -93,6 +93,11 @@ def read_dir(directory: Path, now: float | None = None) -> list[FoundToken]:
 
 
 def candidate_dirs(env: Mapping[str, str], pool_dir: Path | None = None, home: Path | None = None) -> list[Path]:
+    """Directories to read, in order. An explicit SEC_TOKEN_DIRECTORY is the only one (as in
+    HTCondor: so `_CONDOR_SEC_TOKEN_DIRECTORY=dir` acts as exactly the tokens in dir);
+    otherwise the pool's own, then HTCondor's default."""
+    if env.get("_CONDOR_SEC_TOKEN_DIRECTORY"):
+        return [htcondor_token_dir(env, home)]
     dirs = [pool_dir] if pool_dir is not None else []
     dirs.append(htcondor_token_dir(env, home))
     return list(dict.fromkeys(d for d in dirs if d is not None))
@@ -108,3 +113,18 @@ def candidates(dirs: Iterable[Path], limit: int = MAX_CANDIDATES) -> list[str]:
                 if len(out) >= limit:
                     return out
     return out
+
+
+def write_token_file(directory: Path, name: str, token: str) -> Path:
+    """Write a token as HTCondor's write_out_token does: a plain file name in `directory`
+    (created 0700), the file 0600, one line; an existing file is replaced."""
+    if not name or name != Path(name).name or name in (".", ".."):
+        raise ValueError(f"token name {name!r} must be a plain file name")
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = directory / name
+    tmp = directory / f".{name}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    os.replace(tmp, path)
+    return path

@@ -82,7 +82,10 @@ def mint(jwt_key: bytes, *, identity: str, issuer: str, key_id: str = POOL_KEY_I
     text = scope_text(scopes)
     if text:
         claims["scope"] = text
-    return jwt.encode(claims, jwt_key, algorithm="HS256", headers={"kid": check_key_id(key_id)})
+    # Laid out as condor_token_create's (jwt-cpp): header {"alg","kid"} without "typ",
+    # claims in name order, so the same inputs give the same token text.
+    return jwt.encode(dict(sorted(claims.items())), jwt_key, algorithm="HS256",
+                      headers={"kid": check_key_id(key_id), "typ": None})
 
 
 def unverified(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
