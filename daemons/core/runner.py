@@ -21,7 +21,7 @@ from daemons.core.config import ConfigError
 from daemons.core.daemon import Daemon
 from daemons.core.rpc import BindError
 from daemons.core.security.keys import KeyFileError
-from daemons.core.security.tls import TlsError
+from daemons.core.security.config import TlsError
 
 ROLES = ("collector", "negotiator", "schedd", "startd", "defrag", "drainboss")
 

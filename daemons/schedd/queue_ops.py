@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from daemons.core import ads
+from daemons.core.security.levels import DAEMON
 from daemons.pb.htcpool import schedd_pb2
 from daemons.schedd import scheduling
 from daemons.schedd.claims import _quote
@@ -28,7 +29,8 @@ class ActDenied(PermissionError):
 class QueueOpsMixin:
     """ScheddDaemon's act and query methods."""
 
-    def select(self, job_ids: list[str], constraint: str) -> list[Job]:
+    def select(self, job_ids: list[str], constraint: str, private: bool = False) -> list[Job]:
+        """Jobs by id and/or constraint; a constraint sees private attributes only if `private`."""
         if job_ids:
             jobs = self.queue.select(job_ids)
         else:
@@ -36,7 +38,8 @@ class QueueOpsMixin:
         if constraint.strip():
             tree = ads.parse_expr(constraint, "constraint")
             now = self.clock.now()
-            jobs = [j for j in jobs if ads.is_true(ads.evaluate(tree, scheduling.with_time(j.classad(), now)))]
+            jobs = [j for j in jobs if ads.is_true(ads.evaluate(
+                tree, scheduling.with_time(j.classad() if private else j.public_classad(), now)))]
         return jobs
 
     def owner_of(self, job: Job) -> str | None:
@@ -48,7 +51,7 @@ class QueueOpsMixin:
         """Act on the jobs named; return (ids acted on, ids the caller may not act on)."""
         if not job_ids and not constraint.strip():
             raise ActError("name jobs (cluster or cluster.proc) or give a constraint")
-        selected = self.select(job_ids, constraint)
+        selected = self.select(job_ids, constraint, private=caller.open or DAEMON in caller.levels)
         supers = self.common.security.queue_super_users
         jobs = [j for j in selected if may_act(caller, self.owner_of(j), supers)]
         denied = [j for j in selected if j not in jobs]
@@ -126,11 +129,9 @@ class QueueOpsMixin:
         tree = ads.parse_expr(constraint, "constraint") if constraint.strip() else None
         now = self.clock.now()
         out: list[str] = []
-        for ad in self._iter_ads(history):
+        for ad in self._iter_ads(history, private):
             if tree is not None and not ads.is_true(ads.evaluate(tree, scheduling.with_time(ad, now))):
                 continue
-            if not private:
-                ad = ads.without_private(ad)
             out.append(repr(ads.project(ad, projection)) if projection else repr(ad))
             if limit and len(out) >= limit:
                 break
@@ -165,21 +166,23 @@ class QueueOpsMixin:
                 out.append(repr(ad))
         return out
 
-    def _iter_ads(self, history: bool):
+    def _iter_ads(self, history: bool, private: bool = True):
+        """Job ads (or history records); without private attributes unless `private`."""
         if not history:
             for j in sorted(self.queue.jobs.values(), key=lambda j: j.key):
                 shared = self.ac_rejections.get(j.ac_id) if j.ac_id is not None and j.status == IDLE else None
                 if shared is None:
-                    yield j.classad()
+                    yield j.classad() if private else j.public_classad()
                 else:
                     # The autocluster's last rejection speaks for every job in it.
-                    view = dict(j.view())
+                    view = dict(j.view() if private else j.public_view())
                     view["LastRejMatchReason"] = _quote(shared[0])
                     view["LastRejMatchTime"] = str(shared[1])
                     yield ads.parse_ad(ads.text_of_exprs(view))
             return
         for line in self.history.lines():
             try:
-                yield ads.parse_ad(line)
+                ad = ads.parse_ad(line)
             except ads.AdError:
                 continue
+            yield ad if private else ads.without_private(ad)

@@ -333,11 +333,13 @@ class StartdDaemon(Daemon):
             self._events_wake.clear()
             while self._events:
                 pending, self._events = self._events, []
-                # Events older than a claim lease are moot: the schedd has given up on the claim.
+                # An event older than a claim lease whose claim is gone is moot: the schedd has
+                # given up on that claim. One whose claim is still held is not (it may have
+                # waited out another schedd's backoff, or its own schedd's restart).
                 horizon = self.clock.now() - self.cfg.claim_lease_s
                 by_addr: dict[str, list[JobEvent]] = defaultdict(list)
                 for ev in pending:
-                    if ev.pool_time >= horizon:
+                    if ev.pool_time >= horizon or self.model.find_claim(ev.claim_id) is not None:
                         by_addr[self._current_address(ev)].append(ev)
                 failed: list[JobEvent] = []
                 for addr, evs in by_addr.items():

@@ -73,7 +73,7 @@ async def test_a_rejected_autocluster_is_skipped_and_all_its_jobs_carry_the_reas
         log = (pool.state_dir / "log" / "NegotiatorLog").read_text()
         assert "autocluster" in log and "(request count 1 of 6)" in log
         assert "(request count 2 of 6)" not in log
-        analysis = htcpool("q", "--analyze", "1.5", "--pool", pool.collector_address)
+        analysis = htcpool("q", "--analyze", "1.5", "--state-dir", str(pool.state_dir))
         assert analysis.returncode == 0, analysis.stderr
         assert "Reason for last match failure: no match found" in analysis.stdout
         assert "not yet considered" not in analysis.stdout

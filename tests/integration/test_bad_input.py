@@ -29,7 +29,7 @@ async def test_bad_submit_files_are_refused_and_the_queue_is_intact(make_pool, t
             path = tmp_path / name
             path.write_text(text)
             # The CLI refuses before contacting the schedd...
-            r = htcpool("submit", str(path), "--pool", pool.collector_address)
+            r = htcpool("submit", str(path), "--state-dir", str(pool.state_dir))
             assert r.returncode == 2, name
             assert message in r.stderr, (name, r.stderr)
             # ...and the schedd refuses the same text on its own, naming the same line.
@@ -50,21 +50,22 @@ async def test_bad_constraints_and_edits_are_refused(make_pool):
     async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit("executable = /bin/sleep\nqueue\n", "one.sub", "alice")
-    r = htcpool("q", "--constraint", "JobStatus ==", "--pool", pool.collector_address)
+    r = htcpool("q", "--constraint", "JobStatus ==", "--state-dir", str(pool.state_dir))
     assert r.returncode == 2 and "constraint: cannot parse 'JobStatus =='" in r.stderr
-    r = htcpool("status", "--constraint", "Cpus >", "--pool", pool.collector_address)
+    r = htcpool("status", "--constraint", "Cpus >", "--state-dir", str(pool.state_dir))
     assert r.returncode == 2 and "constraint: cannot parse 'Cpus >'" in r.stderr
-    r = htcpool("qedit", "1.0", "JobStatus", "2", "--pool", pool.collector_address)
+    r = htcpool("qedit", "1.0", "JobStatus", "2", "--state-dir", str(pool.state_dir))
     assert r.returncode == 2 and "attribute JobStatus cannot be edited" in r.stderr
-    r = htcpool("qedit", "1.0", "Foo", "(1 +", "--pool", pool.collector_address)
+    r = htcpool("qedit", "1.0", "Foo", "(1 +", "--state-dir", str(pool.state_dir))
     assert r.returncode == 2 and "Foo: cannot parse '(1 +'" in r.stderr
-    q = htcpool("q", "-af", "ProcId", "JobStatus", "--pool", pool.collector_address)
+    q = htcpool("q", "-af", "ProcId", "JobStatus", "--state-dir", str(pool.state_dir))
     assert q.stdout.splitlines() == ["0 1"]
 
 
 async def test_collector_refuses_garbage_updates_whole(make_pool):
     pool = make_pool("NUM_CPUS = 1\n")
-    async with pool.client() as c:
+    # Advertising is for daemons (DAEMON level): act as one, so the refusals are the ads'.
+    async with pool.client("condor") as c:
         await wait_slots(c, 1)
         stub = collector_pb2_grpc.CollectorStub(c.channels.get(pool.collector_address))
         good = common_pb2.ClassAd(text='[ MyType = "Generic"; Name = "good" ]')

@@ -92,7 +92,7 @@ def test_up_honours_collector_host_and_per_daemon_ports(tmp_path):
         assert daemons["schedd"]["address"] == f"127.0.0.1:{schedd}"
         assert daemons["negotiator"]["status_url"] == f"http://127.0.0.1:{status}"
         # Clients find the pool through the configured collector port alone.
-        r = htcpool("status", "--pool", f"127.0.0.1:{collector}", "--schedd", "-af", "MyAddress")
+        r = htcpool("status", "--pool", f"127.0.0.1:{collector}", "--state-dir", state, "--schedd", "-af", "MyAddress")
         assert r.stdout.strip() == f"<127.0.0.1:{schedd}>"
     finally:
         assert htcpool("down", "--state-dir", state).returncode == 0

@@ -47,7 +47,9 @@ async def test_an_idle_schedd_killed_after_its_jobs_finished_keeps_one_record_ea
 @pytest.mark.parametrize("point", ["schedd.completion.before_commit", "schedd.completion.after_commit",
                                    "schedd.completion.after_history"])
 async def test_a_crash_at_each_point_of_the_completion_path_records_the_job_once(make_pool, point):
-    pool = make_pool("NUM_CPUS = 2\n" + PSLOT + "ALIVE_INTERVAL = 20\n", start=False)
+    # Claims outlive the schedd's restart (a 600 pool-second lease: 6 s of wall time, well
+    # beyond a loaded machine's process start), so each job runs exactly once.
+    pool = make_pool("NUM_CPUS = 2\n" + PSLOT + "ALIVE_INTERVAL = 20\nMAX_CLAIM_ALIVES_MISSED = 30\n", start=False)
     pool.extra_env["HTCPOOL_CRASHPOINTS"] = point
     pool.start()
     async with pool.client() as c:

@@ -12,6 +12,7 @@ from daemons.cli.client import PoolClient, wait_for
 from daemons.cli.pool import LocalPool
 from daemons.core import ads
 from daemons.core.rpc import Channels
+from daemons.core.security.layer import TokenLayer
 from daemons.defrag.drain_client import DrainClient
 from tests.integration.conftest import PSLOT, htcpool
 
@@ -98,7 +99,8 @@ DEFRAG_CANCEL_REQUIREMENTS = true
         await _busy_everywhere(c, 2)
         (slot,) = await c.ads("Machine", 'PartitionableSlot && Machine == "testhost-001"')
         address = str(ads.get(slot, "StartdIpAddr")).strip("<>")
-        channels = Channels()
+        # A drain by hand, by the pool's administrator (the user who started it).
+        channels = Channels(extra_layers=[TokenLayer([pool.user_token()])])
         try:
             by_hand = await DrainClient(channels).drain(address, "testhost-001", "graceful", reason="by hand")
         finally:

@@ -136,7 +136,7 @@ async def test_priority_rises_with_use_and_decays_and_survives_a_restart(make_po
             e = [e for e in (await c.userprio(all_users=True)).entries if e.name == "carol@testhost"]
             return e and e[0].priority_factor == 3000 and e[0].accumulated_usage_hours > 0
         await wait_for(factor_kept, timeout_s=30, what="the accountant's state after a restart")
-    r = htcpool("userprio", "--allusers", "--pool", pool.collector_address)
+    r = htcpool("userprio", "--allusers", "--state-dir", str(pool.state_dir))
     assert r.returncode == 0, r.stderr
     assert "carol@testhost" in r.stdout and "3000.00" in r.stdout and "Number of users: 1" in r.stdout
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from daemons.cli.client import wait_for
+from daemons.core.security.keys import create_key_file
 
 from .conftest import SLEEP, attr, FAST, PSLOT, wait_jobs, wait_slots
 
@@ -93,8 +94,12 @@ def _free_port() -> int:
 
 async def test_daemon_waits_for_an_unreachable_collector_and_says_so(make_pool, tmp_path):
     port = _free_port()
+    # A daemon started on its own needs the pool's signing key from the start (a real
+    # pool copies it to every host; here the collector later finds it in place).
+    key = tmp_path / "passwords.d" / "POOL"
+    create_key_file(key)
     cfg = tmp_path / "late.conf"
-    cfg.write_text(FAST + f"COLLECTOR_HOST = 127.0.0.1:{port}\nNUM_CPUS = 1\n")
+    cfg.write_text(FAST + f"COLLECTOR_HOST = 127.0.0.1:{port}\nNUM_CPUS = 1\nSEC_TOKEN_POOL_SIGNING_KEY_FILE = {key}\n")
     out = tmp_path / "startd.out"
     env_cmd = [sys.executable, "-m", "daemons.cli.main", "daemon", "startd", "--config", str(cfg)]
     env = dict(os.environ, _CONDOR_LOCAL_DIR=str(tmp_path / "startd"), _CONDOR_POOL_EPOCH="0",
@@ -109,7 +114,7 @@ async def test_daemon_waits_for_an_unreachable_collector_and_says_so(make_pool, 
         assert startd.poll() is None
 
         # The collector arrives on the configured port; the startd's ads follow.
-        pool = make_pool(f"COLLECTOR_HOST = 127.0.0.1:{port}\n", start=False)
+        pool = make_pool(f"COLLECTOR_HOST = 127.0.0.1:{port}\nSEC_TOKEN_POOL_SIGNING_KEY_FILE = {key}\n", start=False)
         pool.roles = ("collector",)
         pool.epoch = 0.0
         pool.start()

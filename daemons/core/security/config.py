@@ -26,6 +26,10 @@ REQUIRED, PREFERRED, OPTIONAL, NEVER = "REQUIRED", "PREFERRED", "OPTIONAL", "NEV
 _REQUIREMENTS = (REQUIRED, PREFERRED, OPTIONAL, NEVER)
 
 
+class TlsError(Exception):
+    """A certificate or key that cannot be made or used; the message names the file."""
+
+
 @dataclass(frozen=True)
 class TlsConfig:
     """TLS for gRPC (and the status page): HTCondor's AUTH_SSL_* file knobs."""

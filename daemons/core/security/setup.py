@@ -10,7 +10,6 @@ from daemons.core.interceptors import ClientLayer
 from daemons.core.security.config import SecurityConfig
 from daemons.core.security.keys import POOL_KEY_ID, KeyFileError, KeyRing, create_key_file
 from daemons.core.security.layer import DaemonToken, SecurityLayer, TokenLayer
-from daemons.core.security.tls import SERVER_NAME_ALIAS, client_credentials, server_credentials
 
 
 class DaemonSecurity:
@@ -56,11 +55,21 @@ class DaemonSecurity:
     def client_layers(self) -> list[ClientLayer]:
         return [TokenLayer(self._tokens)]
 
+    # TLS (and the cryptography it imports) only for pools that use it.
     def server_credentials(self) -> grpc.ServerCredentials | None:
-        return server_credentials(self.cfg.tls) if self.cfg.tls is not None else None
+        if self.cfg.tls is None:
+            return None
+        from daemons.core.security.tls import server_credentials
+        return server_credentials(self.cfg.tls)
 
     def channel_credentials(self) -> grpc.ChannelCredentials | None:
-        return client_credentials(self.cfg.tls) if self.cfg.tls is not None else None
+        if self.cfg.tls is None:
+            return None
+        from daemons.core.security.tls import client_credentials
+        return client_credentials(self.cfg.tls)
 
     def server_name(self) -> str | None:
-        return SERVER_NAME_ALIAS if self.cfg.tls is not None and self.cfg.tls.skip_host_check else None
+        if self.cfg.tls is None or not self.cfg.tls.skip_host_check:
+            return None
+        from daemons.core.security.tls import SERVER_NAME_ALIAS
+        return SERVER_NAME_ALIAS

@@ -29,15 +29,11 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from daemons.core.security.config import TlsConfig
+from daemons.core.security.config import TlsConfig, TlsError
 
 SERVER_NAME_ALIAS = "htcpool"
 CA_DAYS = 3650
 CERT_DAYS = 825
-
-
-class TlsError(Exception):
-    """A certificate or key that cannot be made or used; the message names the file."""
 
 
 def _read(path: Path | None) -> bytes | None:
