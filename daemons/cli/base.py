@@ -61,7 +61,6 @@ def pool_client(args: argparse.Namespace):
     global _token_sources, _tokens_sent
     from daemons.cli.client import PoolClient
     from daemons.core.security import discovery
-    from daemons.core.security.tls import SERVER_NAME_ALIAS, channel_credentials
     address, state = _pool_target(args)
     pool_tokens = Path(state["tokens"]) if state and state.get("tokens") else None
     _token_sources = discovery.candidate_dirs(os.environ, pool_tokens)
@@ -70,10 +69,13 @@ def pool_client(args: argparse.Namespace):
     creds, server_name = None, None
     tls = state.get("tls") if state else None
     env = os.environ
+    encrypted = (env.get("_CONDOR_SEC_DEFAULT_ENCRYPTION") or "").strip().upper().startswith("R")
+    if tls or encrypted:
+        from daemons.core.security.tls import SERVER_NAME_ALIAS, channel_credentials
     if tls:
         creds = channel_credentials(Path(tls["ca"]), Path(tls["cert"]) if tls.get("cert") else None,
                                     Path(tls["key"]) if tls.get("key") else None)
-    elif (env.get("_CONDOR_SEC_DEFAULT_ENCRYPTION") or "").strip().upper().startswith("R"):
+    elif encrypted:
         def path(knob: str) -> Path | None:
             return Path(env[knob]) if env.get(knob) else None
         creds = channel_credentials(path("_CONDOR_AUTH_SSL_SERVER_CAFILE"), path("_CONDOR_AUTH_SSL_CLIENT_CERTFILE"),

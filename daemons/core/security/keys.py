@@ -26,9 +26,6 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-
 POOL_KEY_ID = "POOL"
 SCRAMBLE = bytes((0xDE, 0xAD, 0xBE, 0xEF))
 KEY_FILE_BYTES = 64          # what HTCondor's collector writes (create_signing_key)
@@ -49,6 +46,8 @@ def scramble(data: bytes) -> bytes:
 
 def derive_jwt_key(shared_key: bytes) -> bytes:
     """The HS256 key HTCondor signs IDTOKENS with, from a key file's (unscrambled) bytes."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
     return HKDF(algorithm=hashes.SHA256(), length=JWT_KEY_BYTES, salt=HKDF_SALT, info=HKDF_INFO).derive(shared_key)
 
 
