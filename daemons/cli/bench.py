@@ -298,7 +298,8 @@ async def _throughput(pool: LocalPool, args: argparse.Namespace, emit: Callable[
         result["schedd_fsyncs"] = schedd_status.get("fsyncs")
         result["schedd_commits"] = schedd_status.get("commits")
 
-        # ---- one ad update -------------------------------------------------------------
+        # ---- one ad update (as a daemon does it: its own token, the DAEMON level) -------------
+        d = pool.client("condor")
         now = int(pool_time(pool, TIME_SCALE))
         update_ad = synthetic_slot_ad(0, my_type="Generic", now=now)
         update_ad["Name"] = f"bench-update@{SYNTHETIC_HOST}"
@@ -308,8 +309,8 @@ async def _throughput(pool: LocalPool, args: argparse.Namespace, emit: Callable[
             if n != 1:
                 raise BenchFailed(f"the collector reported {n} ads updated, not 1")
 
-        await time_calls(10, lambda: c.collector.update(update_text), one_updated)  # warm-up
-        upd = await time_calls(AD_UPDATES, lambda: c.collector.update(update_text), one_updated)
+        await time_calls(10, lambda: d.collector.update(update_text), one_updated)  # warm-up
+        upd = await time_calls(AD_UPDATES, lambda: d.collector.update(update_text), one_updated)
         result["ad_update_ms"] = round(statistics.mean(upd), 3)
         result["ad_update_p50_ms"] = round(statistics.median(upd), 3)
         result["ad_update_p90_ms"] = round(statistics.quantiles(upd, n=10)[-1], 3)
@@ -318,7 +319,7 @@ async def _throughput(pool: LocalPool, args: argparse.Namespace, emit: Callable[
         # ---- one query of 1,000 slot ads ------------------------------------------------
         synthetic = [ads.ad_text(synthetic_slot_ad(i, now=now)) for i in range(1, QUERY_ADS + 1)]
         t0 = time.perf_counter()
-        stored = await c.collector.update(synthetic)
+        stored = await d.collector.update(synthetic)
         result["insert_1000_ms"] = round((time.perf_counter() - t0) * 1000.0, 1)
         if stored != QUERY_ADS:
             raise BenchFailed(f"the collector stored {stored} of {QUERY_ADS} synthetic slot ads")
@@ -334,8 +335,9 @@ async def _throughput(pool: LocalPool, args: argparse.Namespace, emit: Callable[
         result["query_1000_p50_ms"] = round(statistics.median(qry), 2)
         result["time_scale"] = TIME_SCALE
 
-        await c.collector.invalidate("Machine", [f"bench-slot{i}@{SYNTHETIC_HOST}" for i in range(1, QUERY_ADS + 1)])
-        await c.collector.invalidate("Generic", [update_ad["Name"]])
+        await d.collector.invalidate("Machine", [f"bench-slot{i}@{SYNTHETIC_HOST}" for i in range(1, QUERY_ADS + 1)])
+        await d.collector.invalidate("Generic", [update_ad["Name"]])
+        await d.close()
     return result
 
 

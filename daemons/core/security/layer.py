@@ -143,8 +143,8 @@ class SecurityLayer(ServerLayer):
         if not call.authenticated and self.cfg.requirement(level) == REQUIRED:
             await self._refuse(call, context, grpc.StatusCode.UNAUTHENTICATED,
                                f"AUTHENTICATE: {what} from host {call.peer_host} needs authentication "
-                               f"(access level {level}, SEC_{level}_AUTHENTICATION = REQUIRED) and no token "
-                               f"was presented")
+                               f"(access level {level}: SEC_{level}_AUTHENTICATION or SEC_DEFAULT_AUTHENTICATION "
+                               f"is REQUIRED) and no token was presented")
             return
         if level not in call.levels:
             info = call.notes.get("token")
