@@ -114,6 +114,22 @@ async def test_collector_updates_need_the_ad_types_level(keys):
     e = await refused(layer(keys), "Collector/UpdateAds", [token(keys, "admin@pool")], req)
     assert "Collector.UpdateAds (Machine ads), access level ADVERTISE_STARTD" in e.details
     await admit(layer(keys), "Collector/UpdateAds", [token(keys, "condor@pool")], req)   # via ALLOW_DAEMON
+    # A daemon holds every level an update can need: its ads are not parsed twice.
+    garbage = collector_pb2.UpdateAdsRequest(ads=[common_pb2.ClassAd(text="[ not an ad")])
+    lay = layer(keys)
+    calls = []
+    import daemons.core.security.table as table
+    rule = table.TABLE["/htcpool.v1.Collector/UpdateAds"]
+    table.TABLE["/htcpool.v1.Collector/UpdateAds"] = table.Rule(rule.level, rule.htcondor,
+                                                                lambda r: calls.append(r) or rule.needs(r))
+    try:
+        await admit(lay, "Collector/UpdateAds", [token(keys, "condor@pool")], garbage)
+        assert calls == []
+        with pytest.raises(Aborted):
+            await admit(lay, "Collector/UpdateAds", [token(keys, "admin@pool")], req)
+        assert len(calls) == 1
+    finally:
+        table.TABLE["/htcpool.v1.Collector/UpdateAds"] = rule
     private = collector_pb2.QueryAdsRequest(include_private=True)
     e = await refused(layer(keys), "Collector/QueryAds", [token(keys, "admin@pool")], private)
     assert "access level NEGOTIATOR" in e.details

@@ -32,8 +32,8 @@ from daemons.core.security.authz import UNAUTHENTICATED, Peer
 from daemons.core.security.config import REQUIRED, SecurityConfig
 from daemons.core.security.discovery import MAX_CANDIDATES
 from daemons.core.security.keys import POOL_KEY_ID, KeyRing
-from daemons.core.security.levels import ALL, implied
-from daemons.core.security.table import rule_for, short
+from daemons.core.security.levels import implied
+from daemons.core.security.table import REQUEST_LEVELS, rule_for, short
 from daemons.core.security.tokens import TokenCache, TokenError, TokenInfo, mint, verify
 
 BEARER = "bearer "
@@ -158,8 +158,8 @@ class SecurityLayer(ServerLayer):
         rule = rule_for(call.method)
         if rule is None or rule.needs is None:
             return
-        if call.levels >= ALL:
-            return  # holds everything a request could need
+        if call.levels >= REQUEST_LEVELS:
+            return  # holds everything a request could need: no need to look inside it
         for need in rule.needs(request):
             await self._check(call, context, need.level, f"{short(call.method)} ({need.what})")
 

@@ -50,6 +50,11 @@ _AD_LEVEL = {
 }
 
 
+# Every level a request's own needs can name: a caller holding them all (a daemon) skips
+# working them out (parsing each ad of an update).
+REQUEST_LEVELS = frozenset({ADVERTISE_STARTD, ADVERTISE_SCHEDD, ADVERTISE_MASTER, NEGOTIATOR, DAEMON})
+
+
 def advertise_level(my_type: str) -> str:
     """The level needed to advertise or invalidate ads of `my_type` (UPDATE_AD_GENERIC: DAEMON)."""
     return _AD_LEVEL.get(my_type.lower(), DAEMON)
