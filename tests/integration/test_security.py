@@ -176,3 +176,23 @@ async def test_never_keeps_the_open_pool_and_says_so(make_pool):
     r = htcpool("status", "--pool", pool.collector_address, "-af", "Name",
                 env={"_CONDOR_SEC_TOKEN_DIRECTORY": str(pool.state_dir / "nothing")})
     assert r.returncode == 0 and r.stdout.split() == ["slot1@testhost"]
+
+
+async def test_tls_from_configuration_knobs_with_the_host_check_skipped(make_pool, tmp_path):
+    """A certificate that names none of the addresses dialled (a container's, say): with
+    SSL_SKIP_HOST_CHECK the pool's CA and the name `htcpool` are what is checked."""
+    from daemons.core.security.tls import issue, make_ca
+    pki = tmp_path / "pki"
+    make_ca(pki)
+    issue(pki, pki, "pool", ["collector.example"])
+    pool = make_pool("NUM_CPUS = 1\nSEC_DEFAULT_ENCRYPTION = REQUIRED\nSSL_SKIP_HOST_CHECK = True\n"
+                     f"AUTH_SSL_SERVER_CERTFILE = {pki / 'pool.crt'}\nAUTH_SSL_SERVER_KEYFILE = {pki / 'pool.key'}\n"
+                     f"AUTH_SSL_SERVER_CAFILE = {pki / 'ca.crt'}\n")
+    env = {"_CONDOR_SEC_DEFAULT_ENCRYPTION": "REQUIRED", "_CONDOR_AUTH_SSL_SERVER_CAFILE": str(pki / "ca.crt"),
+           "_CONDOR_SSL_SKIP_HOST_CHECK": "True", "_CONDOR_SEC_TOKEN_DIRECTORY": str(pool.tokens_dir)}
+    r = htcpool("status", "--pool", pool.collector_address, "-af", "Name", env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["slot1@testhost"]
+    r = htcpool("status", "--pool", pool.collector_address, "-af", "Name",
+                env=dict(env, _CONDOR_SSL_SKIP_HOST_CHECK="False"))
+    assert r.returncode == 1 and "the pool did not answer: UNAVAILABLE" in r.stderr
