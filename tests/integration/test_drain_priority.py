@@ -125,6 +125,9 @@ DEFRAG_INTERVAL = 60
 DEFRAG_DRAINING_MACHINES_PER_HOUR = 60
 DEFRAG_MAX_CONCURRENT_DRAINING = 1
 DEFRAG_WHOLE_MACHINE_EXPR = Cpus >= 8
+# Only a full machine is drained: a poll during the fill (on a loaded machine the fill can
+# outlast a poll) would otherwise drain a half-filled one and the fill would never finish.
+DEFRAG_REQUIREMENTS = Cpus == 0
 """)
     async with pool.client() as c:
         # The multicore submitter's recent use of the pool (8 cores a job) has made its
