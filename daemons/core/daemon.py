@@ -163,13 +163,7 @@ class Daemon:
         self.ready = False
         for p in self._periodics.values():
             if p.task is not None:
-                p.task.cancel()
-        for p in self._periodics.values():
-            if p.task is not None:
-                try:
-                    await p.task
-                except (asyncio.CancelledError, Exception):
-                    pass
+                await cancel_and_wait(p.task)
         try:
             await self.on_close()
         except Exception:
@@ -310,6 +304,17 @@ class Daemon:
                 for p in self._periodics.values()
             },
         }
+
+
+async def cancel_and_wait(task: asyncio.Task, repeat_s: float = 1.0) -> None:
+    """Cancel `task` and wait for it to end, cancelling again while it runs on: on Python
+    3.11 asyncio.wait_for can swallow a cancellation that arrives as the awaited event
+    fires, and a periodic task would then run on (and its daemon never exit)."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=repeat_s)
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not log it as never retrieved
 
 
 class _AdminService(admin_pb2_grpc.AdminServicer):
