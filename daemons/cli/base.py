@@ -30,6 +30,15 @@ def collector_address(args: argparse.Namespace) -> str:
         return args.pool
     if os.environ.get("HTCPOOL_POOL"):
         return os.environ["HTCPOOL_POOL"]
+    # Inside a pool's container: HTCondor's own environment overrides name the collector.
+    for knob in ("_CONDOR_COLLECTOR_HOST", "_CONDOR_CONDOR_HOST"):
+        if os.environ.get(knob):
+            from daemons.core.common import split_host_port
+            try:
+                host, port = split_host_port(os.environ[knob])
+            except ValueError as e:
+                raise CliError(f"environment {knob} = {os.environ[knob]!r}: {e}", EXIT_USAGE) from None
+            return f"{host}:{port}"
     from daemons.cli.pool import PoolError, load_state
     try:
         state = load_state(state_dir(args))
