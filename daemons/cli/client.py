@@ -29,7 +29,7 @@ def strip_addr(text: str) -> str:
 class PoolClient:
     def __init__(self, collector_address: str) -> None:
         self.channels = Channels()
-        self.collector = CollectorClient(self.channels, collector_address)
+        self.collector = CollectorClient(self.channels, collector_address, named_by="--pool")
 
     async def __aenter__(self) -> "PoolClient":
         return self

@@ -254,7 +254,9 @@ class Network:
     # ---- tearing down -------------------------------------------------------------
     def close(self) -> list[str]:
         """Undo everything made, last first; return what could not be undone (best effort)."""
-        for h in self.hosts.values():
+        # Last host first: daemons usually start with the collector, and stop better
+        # while it is still there to take their ads' withdrawal.
+        for h in reversed(list(self.hosts.values())):
             _stop(h.procs)
         failed = []
         while self._undo:

@@ -9,7 +9,12 @@ host, and reaches the pool by --pool IP:PORT.
 from __future__ import annotations
 
 import json
+import os
+import re
 import socket
+import subprocess
+import sys
+import time
 import urllib.request
 
 import pytest
@@ -19,7 +24,7 @@ from daemons.cli.pool import LocalPool
 from daemons.core import ads
 from daemons.harness import netns
 
-from .conftest import FAST, PSLOT, SLEEP, htcpool, wait_jobs, wait_slots
+from .conftest import FAST, PSLOT, SLEEP, htcpool, wait_jobs, wait_slots, wait_until
 
 WHY = netns.unavailable()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=f"namespace harness: {WHY}")
@@ -119,3 +124,41 @@ def test_cli_from_the_root_namespace_reaches_the_pool_by_ip(net, ns_pool, tmp_pa
     r = htcpool("q", "-af", "ProcId", "--pool", pool)   # the schedd, at its own host's address
     assert r.returncode == 0, r.stderr
     assert sorted(r.stdout.split()) == ["0", "1", "2"]
+
+
+async def test_unreachable_advertised_addresses_are_named_by_both_ends(tmp_path):
+    """A startd that advertises loopback, and one whose TCP_FORWARDING_HOST leads nowhere:
+    each still runs, and the collector (and the loopback one itself) says what is wrong."""
+    with netns.Network(["collector", "loop", "nat"]) as n:
+        nowhere = str(list(n.subnet.hosts())[200])     # on the bridge's subnet, but no host has it
+        cfg = tmp_path / "pool.conf"
+        cfg.write_text(FAST + "COLLECTOR_HOST = collector:9618\nBIND_ALL_INTERFACES = True\n")
+        base = dict(os.environ, HTCPOOL_PARENT_PID=str(os.getpid()), HTCPOOL_LOG_STDERR="1",
+                    _CONDOR_POOL_EPOCH=repr(time.time()), _CONDOR_LOCAL_DIR=str(tmp_path / "state"))
+        outs = {}
+        for host, extra in (("collector", {"_CONDOR_NETWORK_INTERFACE": "*"}),
+                            ("loop", {"_CONDOR_NETWORK_INTERFACE": "127.0.0.1",
+                                      "_CONDOR_BIND_ALL_INTERFACES": "False"}),
+                            ("nat", {"_CONDOR_NETWORK_INTERFACE": "*", "_CONDOR_TCP_FORWARDING_HOST": nowhere})):
+            role = "collector" if host == "collector" else "startd"
+            outs[host] = tmp_path / f"{host}.out"
+            with open(outs[host], "wb") as f:
+                n[host].popen([sys.executable, "-m", "daemons.cli.main", "daemon", role, "--config", str(cfg),
+                               "--name", host], env=dict(base, **extra), stdout=f, stderr=subprocess.STDOUT,
+                              cwd=str(tmp_path))
+        async with PoolClient(f"{n['collector'].ip}:9618") as c:
+            await wait_slots(c, 2, timeout_s=60)   # both are in the pool...
+        col = lambda: outs["collector"].read_text()   # noqa: E731
+        # ...but nobody can call them, and the collector says so, naming the knobs.
+        wait_until(lambda: f"127.0.0.1 is a loopback address and the update came from {n['loop'].ip}" in col(),
+                   timeout_s=30, what="the collector's warning about the loopback startd")
+        # No host answers for `nowhere`: the connection times out or the host is unreachable.
+        wait_until(lambda: re.search(rf'StartDaemon "nat" advertises MyAddress <{re.escape(nowhere)}:\d+>, but '
+                                     r"(a connection to it timed out|the collector cannot connect to it)", col()),
+                   timeout_s=30, what="the collector's warning about the NATed startd")
+        assert col().count("no peer will reach it; check NETWORK_INTERFACE, BIND_ALL_INTERFACES or "
+                           "TCP_FORWARDING_HOST on that host") == 2   # once per address, however many updates
+        loop = outs["loop"].read_text()
+        assert ("advertising the loopback address 127.0.0.1:" in loop
+                and "but the collector at collector:9618 (COLLECTOR_HOST) is on another host" in loop)
+        assert "Traceback" not in col() + loop + outs["nat"].read_text()
