@@ -92,7 +92,7 @@ def swarm_stack(text: str, config_dir: Path) -> str:
                 i += 1
             target.append(f"{' ' * indent}depends_on: [{', '.join(names)}]")
             continue
-        target.append(line.replace(" ./", f" {config_dir}/"))
+        target.append(line.replace("- ./", f"- {config_dir}/"))
         i += 1
     flush()
     return "\n".join(out) + "\n"
@@ -202,6 +202,7 @@ class Pool:
             run(["docker", "volume", "rm", f"{self.project}_schedd-spool"], check=False)
             if self.made_swarm:
                 run(["docker", "swarm", "leave", "--force"], check=False)
+                run(["docker", "network", "rm", "docker_gwbridge"], check=False)
             if self.stack_file is not None:
                 self.stack_file.unlink(missing_ok=True)
         else:
