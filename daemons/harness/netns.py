@@ -7,8 +7,9 @@ namespace. The bridge holds the subnet's first address, so a process in the root
 namespace (a CLI, a test) reaches every host by its address, and the hosts reach one
 another through the bridge over real interfaces. Host names resolve inside every
 namespace through /etc/netns/<namespace>/hosts, which `ip netns exec` mounts over
-/etc/hosts. There is no default route: nothing in a namespace reaches beyond the
-bridge.
+/etc/hosts (the machine's own host name names each host's own address there), and
+an /etc/netns/<namespace>/resolv.conf makes any other name fail at once. There is no
+default route: nothing in a namespace reaches beyond the bridge.
 
     with Network(["collector", "schedd", "startd1"]) as net:
         p = net["collector"].popen([sys.executable, "-m", "daemons.cli.main", "daemon", "collector"])
@@ -36,6 +37,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -152,8 +154,12 @@ class Network:
     def __iter__(self):
         return iter(self.hosts.values())
 
-    def hosts_file(self) -> str:
+    def hosts_file(self, own_ip: str | None = None) -> str:
         lines = ["127.0.0.1 localhost", "::1 localhost ip6-localhost ip6-loopback"]
+        # Namespaces share the machine's host name (no UTS namespace): inside each, it
+        # names that host's own address, as a real host's name does.
+        if own_ip:
+            lines.append(f"{own_ip} {socket.gethostname()}")
         lines += [f"{h.ip} {h.name}" for h in self.hosts.values()]
         return "\n".join(lines) + "\n"
 
@@ -175,8 +181,7 @@ class Network:
             for i, name in enumerate(self.names):
                 self._make_host(name, i)
             for h in self.hosts.values():
-                d = NETNS_ETC / h.netns
-                (d / "hosts").write_text(self.hosts_file())
+                (NETNS_ETC / h.netns / "hosts").write_text(self.hosts_file(h.ip))
         except BaseException:
             self.close()
             raise
@@ -237,8 +242,10 @@ class Network:
             shutil.rmtree(etc, ignore_errors=True)
         self._undo.append((f"delete namespace {netns}", drop_netns))
         etc.mkdir(parents=True, exist_ok=True)
-        (etc / "hosts").write_text(self.hosts_file())
-        (etc / "hostname").write_text(name + "\n")
+        (etc / "hosts").write_text(self.hosts_file(ip))
+        # No name server is reachable from inside: a name not in hosts fails at once
+        # (the namespace's own loopback refuses port 53) instead of timing out.
+        (etc / "resolv.conf").write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
         _ip("link", "add", veth, "type", "veth", "peer", "name", peer)
         self._undo.append((f"delete link {veth}", lambda: _ip("link", "del", veth, check=False)))
         _ip("link", "set", peer, "netns", netns)
