@@ -67,6 +67,12 @@ async def test_pool_in_five_namespaces_runs_100_jobs(net, ns_pool, tmp_path):
         assert {strip_addr(str(ads.get(s, "MyAddress"))).rpartition(":")[0] for s in slots} == {
             net["startd1"].ip, net["startd2"].ip}
         await c.submit(SLEEP.format(seconds=30, n=100), "sleep.sub", "alice")
+        # Claim ids carry the startd's advertised address too (sinful string first).
+        claimed = await wait_slots(c, 1, "PublicClaimId =!= undefined")
+        for ad in claimed:
+            own = strip_addr(str(ads.get(ad, "MyAddress"))).rpartition(":")[0]
+            assert own in (net["startd1"].ip, net["startd2"].ip)
+            assert str(ads.get(ad, "PublicClaimId")).startswith(f"<{own}:")
         done = await wait_jobs(c, "JobStatus == 4", 100, history=True, timeout_s=240)
         assert len(done) == 100
         assert await c.jobs() == []
