@@ -81,3 +81,18 @@ def test_processes_inside_are_stopped_and_stale_runs_cleaned():
     assert dead.token in netns.clean_stale()
     assert orphan.wait(timeout=10) is not None
     assert leftovers(dead.token) == []
+
+
+def test_rules_inside_a_host_cut_it_off_and_vanish_with_it():
+    """What fault injection does with the harness: iptables and tc inside one host's namespace."""
+    with netns.Network(["a", "b"]) as net:
+        a, b = net["a"], net["b"]
+        assert connects(a, b.ip, 9)
+        a.run(["iptables", "-w", "-A", "OUTPUT", "-d", b.ip, "-j", "DROP"])
+        assert not connects(a, b.ip, 9)                 # a partition, one way
+        a.run(["iptables", "-w", "-F", "OUTPUT"])
+        assert connects(a, b.ip, 9)
+        a.run(["tc", "qdisc", "add", "dev", netns.INNER_IF, "root", "tbf", "rate", "1mbit", "burst", "32kbit",
+               "latency", "400ms"])
+        assert "tbf" in a.run(["tc", "qdisc", "show", "dev", netns.INNER_IF]).stdout
+        assert "tbf" not in b.run(["tc", "qdisc", "show", "dev", netns.INNER_IF]).stdout
