@@ -71,7 +71,8 @@ class Daemon:
         self._started = False
         self._closed = False
         self._update_seq = 0
-        self._advertise_failures = 0
+        self._advertise_failures = 0         # in a row, for the backoff
+        self._advertise_failures_total = 0
         self.collector = (CollectorClient(self.channels, common.collector_host, self.log)
                           if common.collector_host else None)
         # Every incoming call passes this pipeline: layers (security, faults) are added
@@ -110,6 +111,7 @@ class Daemon:
             "up": 1.0,
             "pool_time_seconds": self.clock.now(),
             "periodic_failures_total": float(sum(p.failures for p in self._periodics.values())),
+            "advertise_failures_total": float(self._advertise_failures_total),
             **self.rpc.metrics(),
         }
 
@@ -134,7 +136,7 @@ class Daemon:
         self.log.info("**** %s %s (htcpool %s) starting at %s (bound to %s), pid %d, time scale %g",
                       self.role, self.name, VERSION, self.address, self.common.bind_host, os.getpid(),
                       self.clock.scale)
-        self._check_advertised_address()
+        await self._check_advertised_address()
         await self.on_start()
         # Ready means advertised: once start() returns, the collector has our ads
         # (unless it cannot be reached, in which case we retry with backoff until it can).
@@ -267,6 +269,7 @@ class Daemon:
 
     def _advertise_failed(self, e: Exception) -> None:
         self._advertise_failures += 1
+        self._advertise_failures_total += 1
         where = self.collector.where if self.collector is not None else "the collector"
         self.log.warning("cannot advertise to %s: %s; retrying in %.0f s (attempt %d)", where, describe(e),
                          self._advertise_backoff_s(), self._advertise_failures)
@@ -284,7 +287,7 @@ class Daemon:
                           self._advertise_failures)
             self._advertise_failures = 0
 
-    def _check_advertised_address(self) -> None:
+    async def _check_advertised_address(self) -> None:
         """Warn when we advertise loopback but the collector is elsewhere: no peer could call us."""
         if self.collector is None:
             return
@@ -292,7 +295,8 @@ class Daemon:
         collector_host = self.collector.address.rpartition(":")[0]
         try:
             ours = ipaddress.ip_address(host)
-            theirs = ipaddress.ip_address(resolve_host(collector_host))
+            # A name lookup may be slow where DNS is: off the event loop.
+            theirs = ipaddress.ip_address(await asyncio.to_thread(resolve_host, collector_host))
         except ValueError:
             return
         if ours.is_loopback and not theirs.is_loopback:
