@@ -47,7 +47,10 @@ async def test_an_idle_schedd_killed_after_its_jobs_finished_keeps_one_record_ea
 @pytest.mark.parametrize("point", ["schedd.completion.before_commit", "schedd.completion.after_commit",
                                    "schedd.completion.after_history"])
 async def test_a_crash_at_each_point_of_the_completion_path_records_the_job_once(make_pool, point):
-    pool = make_pool("NUM_CPUS = 2\n" + PSLOT + "ALIVE_INTERVAL = 20\n", start=False)
+    # Keep-alives every 20 pool s tell the startd the restarted schedd's address at once;
+    # the lease (x 60 = 12 s of wall time) outlasts a restart on a loaded machine, so the
+    # other job's claim does not lapse while the schedd is down (it would run twice).
+    pool = make_pool("NUM_CPUS = 2\n" + PSLOT + "ALIVE_INTERVAL = 20\nMAX_CLAIM_ALIVES_MISSED = 60\n", start=False)
     pool.extra_env["HTCPOOL_CRASHPOINTS"] = point
     pool.start()
     async with PoolClient(pool.collector_address) as c:
