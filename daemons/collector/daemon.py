@@ -34,6 +34,9 @@ class CollectorDaemon(Daemon):
 
     def __init__(self, common: CommonConfig, cfg: CollectorConfig, clock: PoolClock | None = None) -> None:
         super().__init__(common, clock)
+        # The collector is where the others learn the pool's epoch: without POOL_EPOCH,
+        # its own start is the epoch (there is nobody to ask; its store is still empty).
+        self.epoch_known = True
         self.cfg = cfg
         self.store = AdStore(cfg.classad_lifetime_s)
         self.queries_total = 0

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from daemons.cli.client import PoolClient
+from daemons.core import ads
 
 from .conftest import FAST, wait_slots, wait_until
 
@@ -76,3 +77,24 @@ def test_a_daemon_without_collector_host_says_which_knob_and_exits_2(tmp_path):
     assert len(lines) == 1, r.stderr
     assert "COLLECTOR_HOST is not set (nor CONDOR_HOST)" in lines[0]
     assert "_CONDOR_COLLECTOR_HOST=host:port" in lines[0]
+
+
+async def test_without_pool_epoch_the_collector_sets_it_and_the_others_learn_it(tmp_path):
+    """A compose pool started without POOL_EPOCH: the collector's own start is the epoch."""
+    port = free_port()
+    cfg = tmp_path / "pool.conf"
+    cfg.write_text(FAST + f"COLLECTOR_HOST = 127.0.0.1:{port}\nNUM_CPUS = 1\n")
+    env = {"_CONDOR_LOCAL_DIR": str(tmp_path / "state")}
+    col_out, startd_out = tmp_path / "collector.out", tmp_path / "startd.out"
+    collector = daemon("collector", cfg, col_out, env)
+    startd = daemon("startd", cfg, startd_out, env)
+    try:
+        async with PoolClient(f"127.0.0.1:{port}") as c:
+            await wait_slots(c, 1, timeout_s=60)
+            epoch = {ads.get(a, "MyType"): ads.get(a, "PoolEpoch")
+                     for t in ("Collector", "StartDaemon") for a in await c.ads(t)}
+        assert epoch["Collector"] == epoch["StartDaemon"] and epoch["Collector"] > 0
+        assert "pool epoch" in startd_out.read_text() and "learned from the collector" in startd_out.read_text()
+        assert collector.poll() is None and "Traceback" not in col_out.read_text() + startd_out.read_text()
+    finally:
+        stop(startd, collector)
