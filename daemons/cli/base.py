@@ -26,10 +26,23 @@ def state_dir(args: argparse.Namespace) -> Path:
     return Path(getattr(args, "state_dir", None) or os.environ.get("HTCPOOL_STATE_DIR") or DEFAULT_STATE_DIR)
 
 
+def _environment_collector() -> str | None:
+    """Inside a pool's container, HTCondor's own environment overrides name the collector."""
+    for knob in ("_CONDOR_COLLECTOR_HOST", "_CONDOR_CONDOR_HOST"):
+        if os.environ.get(knob):
+            from daemons.core.common import split_host_port
+            try:
+                host, port = split_host_port(os.environ[knob])
+            except ValueError as e:
+                raise CliError(f"environment {knob} = {os.environ[knob]!r}: {e}", EXIT_USAGE) from None
+            return f"{host}:{port}"
+    return None
+
+
 def _pool_target(args: argparse.Namespace) -> tuple[str, dict | None]:
     """The collector's address, and the state of the pool it came from (if it did)."""
     from daemons.cli.pool import PoolError, load_state
-    named = getattr(args, "pool", None) or os.environ.get("HTCPOOL_POOL")
+    named = getattr(args, "pool", None) or os.environ.get("HTCPOOL_POOL") or _environment_collector()
     try:
         state = load_state(state_dir(args))
     except PoolError as e:

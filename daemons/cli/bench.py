@@ -527,7 +527,13 @@ def bench_security(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def bench_netns(args: argparse.Namespace) -> int:
+    from daemons.cli.bench_netns import bench_netns as run
+    return run(args)
+
+
 BENCHES: dict[str, Callable[[argparse.Namespace], int]] = {"throughput": bench_throughput,
                                                           "autocluster": bench_autocluster,
                                                           "negotiator": bench_negotiator,
-                                                          "security": bench_security}
+                                                          "security": bench_security,
+                                                          "netns": bench_netns}

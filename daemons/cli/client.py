@@ -35,7 +35,7 @@ class PoolClient:
                  credentials: grpc.ChannelCredentials | None = None, server_name: str | None = None) -> None:
         self.channels = Channels(extra_layers=[TokenLayer(list(tokens))] if tokens else [],
                                  credentials=credentials, server_name=server_name)
-        self.collector = CollectorClient(self.channels, collector_address)
+        self.collector = CollectorClient(self.channels, collector_address, named_by="--pool")
 
     async def __aenter__(self) -> "PoolClient":
         return self

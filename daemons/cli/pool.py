@@ -24,7 +24,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from daemons.core.config import check_config_file
 
@@ -75,7 +75,9 @@ class LocalPool:
                  env: dict[str, str] | None = None, tie_to_parent: bool = True,
                  roles: tuple[str, ...] = ("collector", "negotiator", "schedd", "startd"),
                  startd_specs: list[StartdSpec] | None = None,
-                 daemon_args: dict[str, list[str]] | None = None, tls: bool | str = False) -> None:
+                 daemon_args: dict[str, list[str]] | None = None, tls: bool | str = False,
+                 launch_prefix: Callable[[str], list[str]] | None = None,
+                 daemon_env: dict[str, dict[str, str]] | None = None) -> None:
         self.state_dir = Path(state_dir).resolve()
         self.config_file = Path(config_file).resolve() if config_file else None
         self.machines = machines
@@ -86,6 +88,10 @@ class LocalPool:
         self.tie_to_parent = tie_to_parent
         self.roles = roles
         self.daemon_args = dict(daemon_args or {})   # extra command-line arguments by role
+        # Where a daemon runs: a command prefix by key (e.g. `ip netns exec NS` to put each
+        # daemon on its own host, daemons/harness/netns.py), and environment by key.
+        self.launch_prefix = launch_prefix
+        self.daemon_env = dict(daemon_env or {})
         self.daemons: dict[str, DaemonProc] = {}
         self.epoch = time.time()
         self.collector_address = ""
@@ -221,7 +227,8 @@ class LocalPool:
               config_file: Path | None = None) -> DaemonProc:
         addr_file = self.state_dir / "run" / f"{key}.address"
         out = self.state_dir / "log" / f"{key}.out"
-        args = [sys.executable, "-m", "daemons.cli.main", "daemon", role, "--address-file", str(addr_file)]
+        args = [*(self.launch_prefix(key) if self.launch_prefix else []),
+                sys.executable, "-m", "daemons.cli.main", "daemon", role, "--address-file", str(addr_file)]
         config = config_file or self.config_file
         if config:
             args += ["--config", str(config)]
@@ -229,6 +236,7 @@ class LocalPool:
         env = self._base_env()
         if self.collector_address and role != "collector":
             env["_CONDOR_COLLECTOR_HOST"] = self.collector_address
+        env.update(self.daemon_env.get(key, {}))
         return DaemonProc(key, role, args, env, addr_file, out, list(extra_args or []))
 
     def _launch(self, d: DaemonProc) -> None:

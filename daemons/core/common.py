@@ -111,8 +111,9 @@ def read_common(param: Param, role: str, *, name: str | None = None) -> CommonCo
         if role == "collector" and collector_host:
             grpc_port = int(collector_host.rpartition(":")[2])
     if role != "collector" and not collector_host:
-        raise ConfigError(f"{param.where('COLLECTOR_HOST')}: COLLECTOR_HOST is not set; "
-                          f"the {role} needs to know where the collector is")
+        raise ConfigError(f"{param.where('COLLECTOR_HOST')}: COLLECTOR_HOST is not set (nor CONDOR_HOST); "
+                          f"the {role} needs to know where the collector is: set it in the configuration "
+                          "or in the environment as _CONDOR_COLLECTOR_HOST=host:port (or _CONDOR_CONDOR_HOST=host)")
     local_dir = Path(param.str("LOCAL_DIR") or ".htcpool")
     knob, default_interval = UPDATE_INTERVAL_KNOB[role]
     epoch = param.float("POOL_EPOCH") if param.is_set("POOL_EPOCH") else None

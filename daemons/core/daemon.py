@@ -9,6 +9,7 @@ withdraws them on shutdown. Subclasses fill in `add_services`, `on_start`,
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import os
 import time
@@ -22,6 +23,7 @@ from daemons.core.clock import PoolClock
 from daemons.core.collector_client import CollectorClient
 from daemons.core.common import CommonConfig
 from daemons.core.interceptors import ServerPipeline
+from daemons.core.network import resolve_host
 from daemons.core.rpc import Channels, bind, call_with_retry, describe, new_server
 from daemons.core.security.setup import DaemonSecurity
 from daemons.core.status import StatusPage
@@ -74,6 +76,8 @@ class Daemon:
         self._started = False
         self._closed = False
         self._update_seq = 0
+        self._advertise_failures = 0         # in a row, for the backoff
+        self._advertise_failures_total = 0
         self.collector = (CollectorClient(self.channels, common.collector_host, self.log)
                           if common.collector_host else None)
         # Every incoming call passes this pipeline: security first, then any other layers
@@ -113,6 +117,7 @@ class Daemon:
             "up": 1.0,
             "pool_time_seconds": self.clock.now(),
             "periodic_failures_total": float(sum(p.failures for p in self._periodics.values())),
+            "advertise_failures_total": float(self._advertise_failures_total),
             **self.rpc.metrics(),
         }
 
@@ -140,18 +145,18 @@ class Daemon:
         self.log.info("**** %s %s (htcpool %s) starting at %s (bound to %s), pid %d, time scale %g",
                       self.role, self.name, VERSION, self.address, self.common.bind_host, os.getpid(),
                       self.clock.scale)
+        await self._check_advertised_address()
         await self.on_start()
         # Ready means advertised: once start() returns, the collector has our ads
-        # (unless it cannot be reached, in which case the periodic task keeps trying).
+        # (unless it cannot be reached, in which case we retry with backoff until it can).
         first_delay = self.common.update_interval_s
         try:
             await self.advertise()
         except Exception as e:
-            self.log.warning("first advertisement failed (%s); will retry every %.0f s", describe(e),
-                             self.common.update_interval_s)
-            first_delay = 0.0
-        self.add_periodic("advertise", self.common.update_interval_s, self.advertise, first_delay_s=first_delay,
-                          min_interval_s=self.advertise_min_interval_s())
+            self._advertise_failed(e)
+            first_delay = self._advertise_backoff_s() * self.clock.scale
+        self.add_periodic("advertise", self.common.update_interval_s, self._advertise_or_retry,
+                          first_delay_s=first_delay, min_interval_s=self.advertise_min_interval_s())
         self.ready = True
         self.log.info("%s ready; status page %s", self.role, self.status_url)
 
@@ -258,6 +263,50 @@ class Daemon:
         texts = [ads.ad_text(a) for a in self.own_ads()]
         await self.collector.update(texts)
 
+    # A collector that cannot be reached (not up yet, a name that does not resolve, a
+    # partition): say where we tried and which knob named it, and try again sooner
+    # than the update interval, backing off from 1 s of wall time to the interval.
+    def _advertise_backoff_s(self) -> float:
+        interval_wall = self.common.update_interval_s / self.clock.scale
+        return min(interval_wall, 2.0 ** min(self._advertise_failures - 1, 10))
+
+    def _advertise_failed(self, e: Exception) -> None:
+        self._advertise_failures += 1
+        self._advertise_failures_total += 1
+        where = self.collector.where if self.collector is not None else "the collector"
+        self.log.warning("cannot advertise to %s: %s; retrying in %.0f s (attempt %d)", where, describe(e),
+                         self._advertise_backoff_s(), self._advertise_failures)
+
+    async def _advertise_or_retry(self) -> None:
+        try:
+            await self.advertise()
+        except Exception as e:
+            self._advertise_failed(e)
+            asyncio.get_running_loop().call_later(self._advertise_backoff_s(), self.trigger, "advertise")
+            return
+        if self._advertise_failures:
+            self.log.info("advertised to %s after %d failed attempt(s)",
+                          self.collector.where if self.collector is not None else "the collector",
+                          self._advertise_failures)
+            self._advertise_failures = 0
+
+    async def _check_advertised_address(self) -> None:
+        """Warn when we advertise loopback but the collector is elsewhere: no peer could call us."""
+        if self.collector is None:
+            return
+        host = self.address.rpartition(":")[0]
+        collector_host = self.collector.address.rpartition(":")[0]
+        try:
+            ours = ipaddress.ip_address(host)
+            # A name lookup may be slow where DNS is: off the event loop.
+            theirs = ipaddress.ip_address(await asyncio.to_thread(resolve_host, collector_host))
+        except ValueError:
+            return
+        if ours.is_loopback and not theirs.is_loopback:
+            self.log.warning("advertising the loopback address %s, but %s is on another host: no peer can reach "
+                             "this %s; set NETWORK_INTERFACE (* for this host's routable address) or "
+                             "TCP_FORWARDING_HOST", self.address, self.collector.where, self.role)
+
     async def withdraw(self) -> None:
         if self.collector is None:
             return
@@ -270,9 +319,9 @@ class Daemon:
     async def _learn_epoch(self) -> None:
         """Adopt the collector's PoolEpoch so this daemon's pool clock agrees with the pool's."""
         assert self.collector is not None
-        self.log.info("POOL_EPOCH not configured; asking the collector at %s", self.collector.address)
+        self.log.info("POOL_EPOCH not configured; asking %s", self.collector.where)
         texts = await call_with_retry(
-            f"learning the pool epoch from the collector at {self.collector.address}",
+            f"learning the pool epoch from {self.collector.where}",
             lambda: self.collector.query("Collector", projection=["PoolEpoch", "TimeScale"],
                                          give_up_after_s=1.0),
             give_up_after_s=None, logger=self.log)
