@@ -173,7 +173,8 @@ class Daemon:
             await self.on_close()
         except Exception:
             self.log.exception("error while closing")
-        if not self.fast_shutdown:
+        # A daemon that never served (a missing key, a port in use) has no ads to withdraw.
+        if not self.fast_shutdown and self.address:
             await self.withdraw()
         if self._page is not None:
             await self._page.stop()

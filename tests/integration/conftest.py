@@ -77,6 +77,31 @@ async def wait_jobs(client: PoolClient, constraint: str, n: int, *, history: boo
     return await wait_for(check, timeout_s=timeout_s, what=f"{n} job(s) with {constraint} in the {where}")
 
 
+class PoolSecrets:
+    """A pool's signing key made before any daemon starts, as an administrator (or a compose
+    pool's `secrets` service) makes it, for tests that start daemons by hand: `env` points a
+    daemon at it, `token(user)` mints a user's token, `client(address)` acts as a user."""
+
+    def __init__(self, directory: Path, trust_domain: str = "testpool") -> None:
+        from daemons.core.security.keys import POOL_KEY_ID, KeyRing, create_key_file
+        self.directory = directory
+        self.trust_domain = trust_domain
+        self.key_file = directory / "passwords.d" / POOL_KEY_ID
+        create_key_file(self.key_file)
+        self.keys = KeyRing(self.key_file, self.key_file.parent)
+        self.env = {"_CONDOR_SEC_PASSWORD_DIRECTORY": str(self.key_file.parent),
+                    "_CONDOR_TRUST_DOMAIN": trust_domain}
+
+    def token(self, user: str = "alice") -> str:
+        from daemons.core.security.keys import POOL_KEY_ID
+        from daemons.core.security.tokens import mint
+        return mint(self.keys.jwt_key(POOL_KEY_ID), identity=f"{user}@{self.trust_domain}",
+                    issuer=self.trust_domain)
+
+    def client(self, address: str, user: str = "alice") -> PoolClient:
+        return PoolClient(address, tokens=[self.token(user)])
+
+
 def htcpool(*args: str, env: dict[str, str] | None = None, timeout: float = 120.0) -> subprocess.CompletedProcess:
     """Run the CLI in a fresh interpreter, as a user would."""
     return subprocess.run([sys.executable, "-m", "daemons.cli.main", *args], capture_output=True, text=True,

@@ -41,6 +41,15 @@ def test_a_daemon_refuses_to_start_with_an_unsafe_or_missing_key(tmp_path):
                           "COLLECTOR_HOST = 127.0.0.1:1\n")
     r = _daemon("schedd", cfg, env)
     assert r.returncode == 2 and "no such file" in r.stderr and "every daemon needs the pool's signing key" in r.stderr
+    # A collector that cannot make the missing key (a read-only secrets volume; here a
+    # file where its directory should be) says so in one line too.
+    (tmp_path / "afile").write_text("")
+    cfg.write_text(FAST + f"SEC_TOKEN_POOL_SIGNING_KEY_FILE = {tmp_path / 'afile' / 'POOL'}\n"
+                          "COLLECTOR_HOST = 127.0.0.1:1\n")
+    r = _daemon("collector", cfg, env)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"signing key file {tmp_path / 'afile' / 'POOL'}: no such file, and the collector cannot create it" \
+        in r.stderr
 
 
 def test_the_command_with_other_users_tokens(make_pool, tmp_path):
