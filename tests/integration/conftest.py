@@ -7,6 +7,7 @@ conditions with deadlines (`wait_for`), never on fixed sleeps.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -100,6 +101,34 @@ class PoolSecrets:
 
     def client(self, address: str, user: str = "alice") -> PoolClient:
         return PoolClient(address, tokens=[self.token(user)])
+
+
+def free_port() -> int:
+    """A port free now, for a daemon that must have a known one (a COLLECTOR_HOST)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_daemon(role: str, cfg: Path, out: Path, env: dict[str, str], *args: str) -> subprocess.Popen:
+    """One daemon started by hand, as an administrator starts it on a host (output in `out`)."""
+    full = dict(os.environ, HTCPOOL_PARENT_PID=str(os.getpid()), HTCPOOL_LOG_STDERR="1", **env)
+    with open(out, "ab") as f:
+        return subprocess.Popen([sys.executable, "-m", "daemons.cli.main", "daemon", role, "--config", str(cfg),
+                                 *args], env=full, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=str(cfg.parent))
+
+
+def stop(*procs: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL whatever has not exited 20 s later."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
 
 
 def htcpool(*args: str, env: dict[str, str] | None = None, timeout: float = 120.0) -> subprocess.CompletedProcess:

@@ -2,40 +2,14 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from daemons.core import ads
 
-from .conftest import FAST, PoolSecrets, wait_slots, wait_until
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def daemon(role: str, cfg: Path, out: Path, env: dict[str, str], *args: str) -> subprocess.Popen:
-    full = dict(os.environ, HTCPOOL_PARENT_PID=str(os.getpid()), HTCPOOL_LOG_STDERR="1", **env)
-    with open(out, "ab") as f:
-        return subprocess.Popen([sys.executable, "-m", "daemons.cli.main", "daemon", role, "--config", str(cfg),
-                                 *args], env=full, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=str(cfg.parent))
-
-
-def stop(*procs: subprocess.Popen) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            p.kill()
+from .conftest import FAST, PoolSecrets, free_port, stop, wait_slots, wait_until
+from .conftest import start_daemon as daemon
 
 
 async def test_startd_waits_for_a_collector_that_is_not_there_yet(tmp_path):
