@@ -5,9 +5,10 @@ One pool (collector, negotiator, schedd, one startd emulating `--machines` machi
 host's loopback, then with each daemon in its own network namespace on one bridge
 (daemons/harness/netns.py), bound to all interfaces and advertising its own address,
 as on separate hosts (security on in both: every daemon shares the pool's key from
-the state directory, and the bench's client carries the invoking user's token). The figure is jobs per second of wall time from submit until
-the history holds every job, for each, and their ratio (namespaces / loopback): what
-real interfaces (veth, a bridge, netfilter) cost the pool. Needs root.
+the state directory, and the bench's client carries the invoking user's token). The
+figure is jobs per second of wall time from submit until the history holds every job,
+for each, and their ratio (namespaces / loopback): what real interfaces (veth, a
+bridge, netfilter) cost the pool. Needs root.
 """
 from __future__ import annotations
 
