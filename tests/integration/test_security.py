@@ -86,10 +86,12 @@ def test_token_init_makes_the_secrets_a_pool_of_separate_daemons_shares(tmp_path
     pool = ("--pool", f"127.0.0.1:{port}")
     try:
         wait_until(lambda: htcpool("ping", *pool, env=cli).returncode == 0, timeout_s=60, what="the collector")
+        wait_until(lambda: htcpool("status", "--schedd", "-af", "Name", *pool, env=cli).stdout.strip(),
+                   timeout_s=60, what="the schedd's ad, read with alice's token")
         sub = tmp_path / "two.sub"
         sub.write_text(SLEEP.format(seconds=60, n=2))
-        r = wait_until(lambda: (lambda r: r if r.returncode == 0 else None)(htcpool("submit", str(sub), *pool, env=cli)),
-                       timeout_s=60, what="the schedd in the collector")
+        r = htcpool("submit", str(sub), *pool, env=cli)
+        assert r.returncode == 0, r.stderr
         r = htcpool("q", "-af", "Owner", *pool, env=cli)
         assert (r.returncode, r.stdout.split()) == (0, ["alice", "alice"]), r.stderr
         assert key.read_bytes() == made[0]          # the collector used the key it found
