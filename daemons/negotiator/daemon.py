@@ -246,6 +246,9 @@ class NegotiatorDaemon(Daemon):
         # Views of slot ads by their text (with the ad once parsed): an unchanged ad costs a look-up.
         self._slot_cache = SlotCache()
         self.accountant = self._load_accountant()
+        # One save at a time: a cycle's save and a SetUserPrio's may overlap in their threads,
+        # and both write through the one temporary file.
+        self._accountant_saving = asyncio.Lock()
         self.last_limits: dict[str, tuple[float, float]] = {}   # submitter -> (share, limit)
         self.last_quotas: dict[str, float] = {}
         self._cycle_autoclusters: set[object] = set()   # autocluster ids of this cycle's request ads
@@ -272,17 +275,20 @@ class NegotiatorDaemon(Daemon):
         path = self.cfg.accountant_file
         if path is None:
             return
-        state = json.dumps(self.accountant.to_state())
+        async with self._accountant_saving:
+            # The state as it is when this save's turn comes: saves land in order, the last newest.
+            state = json.dumps(self.accountant.to_state())
+            await asyncio.to_thread(self._write_accountant, path, state)
 
-        def write() -> None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            with open(tmp, "w") as f:
-                f.write(state)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        await asyncio.to_thread(write)
+    @staticmethod
+    def _write_accountant(path: Path, state: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            f.write(state)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
 
     async def on_start(self) -> None:
         c = self.cfg.cadence
