@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 from daemons.cli.client import PoolClient, wait_for
 from daemons.cli.pool import LocalPool, PoolError
+from daemons.cli.profiling import Profiler, ProfilerMissing
 from daemons.core import ads
 from daemons.core.config import ConfigError
 
@@ -199,7 +200,7 @@ async def _left_over(c: PoolClient, cluster: int, show: int = 10) -> str:
 
 # ---- throughput ----------------------------------------------------------------------------
 async def _throughput(pool: LocalPool, args: argparse.Namespace, emit: Callable[[str], None]) -> dict[str, Any]:
-    n_jobs, n_machines = args.jobs, args.machines
+    n_machines = args.machines
     result: dict[str, Any] = {}
     async with pool.client() as c:
         async def machines_seen() -> int:
@@ -216,129 +217,150 @@ async def _throughput(pool: LocalPool, args: argparse.Namespace, emit: Callable[
         emit(f"pool ready: {n_machines} machines seen by the collector after {time.monotonic() - t0:.2f} s")
 
         # ---- jobs -------------------------------------------------------------------
-        cpu0 = daemon_cpu(pool)
-        submit_text = THROUGHPUT_SUBMIT.format(jobs=n_jobs)
-        wall0 = time.monotonic()
-        pool0 = pool_time(pool, TIME_SCALE)
-        cluster, count = await c.submit(submit_text, "bench-throughput.sub", getpass.getuser())
-        submit_s = time.monotonic() - wall0
-        if count != n_jobs:
-            raise BenchFailed(f"the schedd accepted {count} job(s), not {n_jobs}")
-        emit(f"submitted {count} jobs (cluster {cluster}) in {submit_s * 1000:.0f} ms; waiting for completion")
-
-        progress: dict[str, Any] = {"completed": 0, "polls": 0, "poll_ms": [], "changed": time.monotonic()}
-        last_report = [time.monotonic()]
-
-        async def all_completed() -> bool:
-            q0 = time.perf_counter()
-            hist = await c.jobs(f"ClusterId == {cluster}", ["ProcId", "JobStatus"], history=True)
-            progress["poll_ms"].append((time.perf_counter() - q0) * 1000.0)
-            progress["polls"] += 1
-            done = sum(1 for h in hist if ads.get(h, "JobStatus") == 4)
-            if done != progress["completed"]:
-                progress["completed"], progress["changed"] = done, time.monotonic()
-            elif time.monotonic() - progress["changed"] > STALL_TIMEOUT_S:
-                # Fail early: a job that has not moved for this long (tens of pool hours) never will.
-                raise BenchFailed(f"no job completed for {STALL_TIMEOUT_S:.0f} s of wall time; {done} of "
-                                  f"{n_jobs} completed; {await _left_over(c, cluster)}")
-            if time.monotonic() - last_report[0] >= 5.0:
-                last_report[0] = time.monotonic()
-                emit(f"  {time.monotonic() - wall0:6.1f} s: {done} of {n_jobs} completed")
-            return done >= n_jobs
-
-        deadline_s = max(JOBS_TIMEOUT_MIN_S, n_jobs * 0.3)
+        profiler = None
+        if getattr(args, "profile", None):
+            profiler = Profiler(Path(args.profile), {k: d.pid for k, d in pool.daemons.items()})
+            profiler.start()
+            emit(f"profiling every daemon with py-spy into {args.profile}")
         try:
-            await wait_for(all_completed, timeout_s=deadline_s, interval_s=POLL_INTERVAL_S,
-                           what=f"{n_jobs} jobs to complete")
-        except TimeoutError:
-            raise BenchFailed(f"only {progress['completed']} of {n_jobs} jobs completed within "
-                              f"{deadline_s:.0f} s of wall time; {await _left_over(c, cluster)}") from None
-        wall_s = time.monotonic() - wall0
-        pool1 = pool_time(pool, TIME_SCALE)
-        cpu1 = daemon_cpu(pool)
-
-        history = await c.jobs(f"ClusterId == {cluster}",
-                               ["ProcId", "JobStatus", "JobCurrentStartDate", "CompletionDate", "LastRemoteHost"],
-                               history=True)
-        completions = [float(ads.get(h, "CompletionDate") or 0) for h in history]
-        starts = [float(ads.get(h, "JobCurrentStartDate") or 0) for h in history]
-        hosts_used = {str(ads.get(h, "LastRemoteHost", "")).split("@")[-1] for h in history}
-        dslots_used = {str(ads.get(h, "LastRemoteHost", "")) for h in history}
-        records = await c.cycles()
-        window = [r for r in records if r.end >= pool0 and r.start <= pool1]
-        truncated = bool(records) and records[0].start > pool0
-        matching = [r for r in window if r.matches > 0]
-        result.update({
-            "jobs": n_jobs, "machines": n_machines, "cpus": args.cpus,
-            "wall_s": round(wall_s, 3),
-            "jobs_per_s": round(n_jobs / wall_s, 2),
-            "cycles": len(window),
-            "cycles_with_matches": len(matching),
-            "matches": sum(r.matches for r in window),
-            "rejections": sum(r.rejections for r in window),
-            "submit_ms": round(submit_s * 1000.0, 1),
-            "first_start_wall_s": round((min(starts) - pool0) / TIME_SCALE, 3) if starts else None,
-            "last_completion_wall_s": round((max(completions) - pool0) / TIME_SCALE, 3) if completions else None,
-            "hosts_used": len(hosts_used),
-            "slots_used": len(dslots_used),
-            "history_polls": progress["polls"],
-            "history_poll_ms": round(statistics.mean(progress["poll_ms"]), 1) if progress["poll_ms"] else None,
-            "cycle_wall_ms_max": round(max((r.wall_duration for r in window), default=0.0) * 1000.0, 1),
-            "matching_cycle_wall_ms": [round(r.wall_duration * 1000.0, 1) for r in matching][:10],
-            "cycle_history_truncated": truncated,
-            "cpu_s": {k: round(cpu1[k] - cpu0.get(k, 0.0), 2) for k in cpu1},
-        })
-
-        schedd_status = status_page(pool.daemons["schedd"].info.get("status_url", "")) \
-            if "schedd" in pool.daemons else {}
-        counters = schedd_status.get("counters", {})
-        result["schedd_counters"] = {k: counters.get(k, 0) for k in
-                                     ("matches", "claims", "claim_reuses", "claims_refused", "jobs_started",
-                                      "jobs_completed", "jobs_evicted")}
-        result["schedd_fsyncs"] = schedd_status.get("fsyncs")
-        result["schedd_commits"] = schedd_status.get("commits")
-
-        # ---- one ad update (as a daemon does it: its own token, the DAEMON level) -------------
-        d = pool.client("condor")
-        now = int(pool_time(pool, TIME_SCALE))
-        update_ad = synthetic_slot_ad(0, my_type="Generic", now=now)
-        update_ad["Name"] = f"bench-update@{SYNTHETIC_HOST}"
-        update_text = [ads.ad_text(update_ad)]
-
-        def one_updated(n: int) -> None:
-            if n != 1:
-                raise BenchFailed(f"the collector reported {n} ads updated, not 1")
-
-        await time_calls(10, lambda: d.collector.update(update_text), one_updated)  # warm-up
-        upd = await time_calls(AD_UPDATES, lambda: d.collector.update(update_text), one_updated)
-        result["ad_update_ms"] = round(statistics.mean(upd), 3)
-        result["ad_update_p50_ms"] = round(statistics.median(upd), 3)
-        result["ad_update_p90_ms"] = round(statistics.quantiles(upd, n=10)[-1], 3)
-        result["ad_attrs"] = len(update_ad)
-
-        # ---- one query of 1,000 slot ads ------------------------------------------------
-        synthetic = [ads.ad_text(synthetic_slot_ad(i, now=now)) for i in range(1, QUERY_ADS + 1)]
-        t0 = time.perf_counter()
-        stored = await d.collector.update(synthetic)
-        result["insert_1000_ms"] = round((time.perf_counter() - t0) * 1000.0, 1)
-        if stored != QUERY_ADS:
-            raise BenchFailed(f"the collector stored {stored} of {QUERY_ADS} synthetic slot ads")
-        constraint = f"Machine == {ads.literal(SYNTHETIC_HOST)}"
-
-        def thousand(texts: list[str]) -> None:
-            if len(texts) != QUERY_ADS:
-                raise BenchFailed(f"the query returned {len(texts)} ads, not {QUERY_ADS}")
-
-        await time_calls(2, lambda: c.collector.query("Machine", constraint), thousand)  # warm-up
-        qry = await time_calls(QUERY_REPEATS, lambda: c.collector.query("Machine", constraint), thousand)
-        result["query_1000_ms"] = round(statistics.mean(qry), 2)
-        result["query_1000_p50_ms"] = round(statistics.median(qry), 2)
-        result["time_scale"] = TIME_SCALE
-
-        await d.collector.invalidate("Machine", [f"bench-slot{i}@{SYNTHETIC_HOST}" for i in range(1, QUERY_ADS + 1)])
-        await d.collector.invalidate("Generic", [update_ad["Name"]])
-        await d.close()
+            await _throughput_jobs(pool, c, args, emit, result)
+        finally:
+            if profiler is not None:
+                emit("")
+                await asyncio.to_thread(profiler.report, emit)
+                emit("")
+        await _collector_figures(pool, c, result)
     return result
+
+
+async def _throughput_jobs(pool: LocalPool, c: PoolClient, args: argparse.Namespace,
+                           emit: Callable[[str], None], result: dict[str, Any]) -> None:
+    n_jobs, n_machines = args.jobs, args.machines
+    cpu0 = daemon_cpu(pool)
+    submit_text = THROUGHPUT_SUBMIT.format(jobs=n_jobs)
+    wall0 = time.monotonic()
+    pool0 = pool_time(pool, TIME_SCALE)
+    cluster, count = await c.submit(submit_text, "bench-throughput.sub", getpass.getuser())
+    submit_s = time.monotonic() - wall0
+    if count != n_jobs:
+        raise BenchFailed(f"the schedd accepted {count} job(s), not {n_jobs}")
+    emit(f"submitted {count} jobs (cluster {cluster}) in {submit_s * 1000:.0f} ms; waiting for completion")
+
+    progress: dict[str, Any] = {"completed": 0, "polls": 0, "poll_ms": [], "changed": time.monotonic()}
+    last_report = [time.monotonic()]
+
+    async def all_completed() -> bool:
+        q0 = time.perf_counter()
+        hist = await c.jobs(f"ClusterId == {cluster}", ["ProcId", "JobStatus"], history=True)
+        progress["poll_ms"].append((time.perf_counter() - q0) * 1000.0)
+        progress["polls"] += 1
+        done = sum(1 for h in hist if ads.get(h, "JobStatus") == 4)
+        if done != progress["completed"]:
+            progress["completed"], progress["changed"] = done, time.monotonic()
+        elif time.monotonic() - progress["changed"] > STALL_TIMEOUT_S:
+            # Fail early: a job that has not moved for this long (tens of pool hours) never will.
+            raise BenchFailed(f"no job completed for {STALL_TIMEOUT_S:.0f} s of wall time; {done} of "
+                              f"{n_jobs} completed; {await _left_over(c, cluster)}")
+        if time.monotonic() - last_report[0] >= 5.0:
+            last_report[0] = time.monotonic()
+            emit(f"  {time.monotonic() - wall0:6.1f} s: {done} of {n_jobs} completed")
+        return done >= n_jobs
+
+    deadline_s = max(JOBS_TIMEOUT_MIN_S, n_jobs * 0.3)
+    try:
+        await wait_for(all_completed, timeout_s=deadline_s, interval_s=POLL_INTERVAL_S,
+                       what=f"{n_jobs} jobs to complete")
+    except TimeoutError:
+        raise BenchFailed(f"only {progress['completed']} of {n_jobs} jobs completed within "
+                          f"{deadline_s:.0f} s of wall time; {await _left_over(c, cluster)}") from None
+    wall_s = time.monotonic() - wall0
+    pool1 = pool_time(pool, TIME_SCALE)
+    cpu1 = daemon_cpu(pool)
+
+    history = await c.jobs(f"ClusterId == {cluster}",
+                           ["ProcId", "JobStatus", "JobCurrentStartDate", "CompletionDate", "LastRemoteHost"],
+                           history=True)
+    completions = [float(ads.get(h, "CompletionDate") or 0) for h in history]
+    starts = [float(ads.get(h, "JobCurrentStartDate") or 0) for h in history]
+    hosts_used = {str(ads.get(h, "LastRemoteHost", "")).split("@")[-1] for h in history}
+    dslots_used = {str(ads.get(h, "LastRemoteHost", "")) for h in history}
+    records = await c.cycles()
+    window = [r for r in records if r.end >= pool0 and r.start <= pool1]
+    truncated = bool(records) and records[0].start > pool0
+    matching = [r for r in window if r.matches > 0]
+    result.update({
+        "jobs": n_jobs, "machines": n_machines, "cpus": args.cpus,
+        "wall_s": round(wall_s, 3),
+        "jobs_per_s": round(n_jobs / wall_s, 2),
+        "cycles": len(window),
+        "cycles_with_matches": len(matching),
+        "matches": sum(r.matches for r in window),
+        "rejections": sum(r.rejections for r in window),
+        "submit_ms": round(submit_s * 1000.0, 1),
+        "first_start_wall_s": round((min(starts) - pool0) / TIME_SCALE, 3) if starts else None,
+        "last_completion_wall_s": round((max(completions) - pool0) / TIME_SCALE, 3) if completions else None,
+        "hosts_used": len(hosts_used),
+        "slots_used": len(dslots_used),
+        "history_polls": progress["polls"],
+        "history_poll_ms": round(statistics.mean(progress["poll_ms"]), 1) if progress["poll_ms"] else None,
+        "cycle_wall_ms_max": round(max((r.wall_duration for r in window), default=0.0) * 1000.0, 1),
+        "matching_cycle_wall_ms": [round(r.wall_duration * 1000.0, 1) for r in matching][:10],
+        "cycle_history_truncated": truncated,
+        "cpu_s": {k: round(cpu1[k] - cpu0.get(k, 0.0), 2) for k in cpu1},
+    })
+
+    schedd_status = status_page(pool.daemons["schedd"].info.get("status_url", "")) \
+        if "schedd" in pool.daemons else {}
+    counters = schedd_status.get("counters", {})
+    result["schedd_counters"] = {k: counters.get(k, 0) for k in
+                                 ("matches", "claims", "claim_reuses", "claims_refused", "jobs_started",
+                                  "jobs_completed", "jobs_evicted")}
+    result["schedd_fsyncs"] = schedd_status.get("fsyncs")
+    result["schedd_commits"] = schedd_status.get("commits")
+
+
+
+async def _collector_figures(pool: LocalPool, c: PoolClient, result: dict[str, Any]) -> None:
+    # ---- one ad update (as a daemon does it: its own token, the DAEMON level) -------------
+    d = pool.client("condor")
+    now = int(pool_time(pool, TIME_SCALE))
+    update_ad = synthetic_slot_ad(0, my_type="Generic", now=now)
+    update_ad["Name"] = f"bench-update@{SYNTHETIC_HOST}"
+    update_text = [ads.ad_text(update_ad)]
+
+    def one_updated(n: int) -> None:
+        if n != 1:
+            raise BenchFailed(f"the collector reported {n} ads updated, not 1")
+
+    await time_calls(10, lambda: d.collector.update(update_text), one_updated)  # warm-up
+    upd = await time_calls(AD_UPDATES, lambda: d.collector.update(update_text), one_updated)
+    result["ad_update_ms"] = round(statistics.mean(upd), 3)
+    result["ad_update_p50_ms"] = round(statistics.median(upd), 3)
+    result["ad_update_p90_ms"] = round(statistics.quantiles(upd, n=10)[-1], 3)
+    result["ad_attrs"] = len(update_ad)
+
+    # ---- one query of 1,000 slot ads ------------------------------------------------
+    synthetic = [ads.ad_text(synthetic_slot_ad(i, now=now)) for i in range(1, QUERY_ADS + 1)]
+    t0 = time.perf_counter()
+    stored = await d.collector.update(synthetic)
+    result["insert_1000_ms"] = round((time.perf_counter() - t0) * 1000.0, 1)
+    if stored != QUERY_ADS:
+        raise BenchFailed(f"the collector stored {stored} of {QUERY_ADS} synthetic slot ads")
+    constraint = f"Machine == {ads.literal(SYNTHETIC_HOST)}"
+
+    def thousand(texts: list[str]) -> None:
+        if len(texts) != QUERY_ADS:
+            raise BenchFailed(f"the query returned {len(texts)} ads, not {QUERY_ADS}")
+
+    await time_calls(2, lambda: c.collector.query("Machine", constraint), thousand)  # warm-up
+    qry = await time_calls(QUERY_REPEATS, lambda: c.collector.query("Machine", constraint), thousand)
+    result["query_1000_ms"] = round(statistics.mean(qry), 2)
+    result["query_1000_p50_ms"] = round(statistics.median(qry), 2)
+    result["time_scale"] = TIME_SCALE
+
+    await d.collector.invalidate("Machine", [f"bench-slot{i}@{SYNTHETIC_HOST}" for i in range(1, QUERY_ADS + 1)])
+    await d.collector.invalidate("Generic", [update_ad["Name"]])
+    await d.close()
 
 
 def _table(r: dict[str, Any]) -> list[str]:
@@ -400,7 +422,7 @@ def bench_throughput(args: argparse.Namespace) -> int:
         dead = [k for k, d in pool.daemons.items() if not d.alive()]
         if dead:
             failure = f"daemon(s) exited during the benchmark: {', '.join(dead)}"
-    except (BenchFailed, PoolError, ConfigError, TimeoutError) as e:
+    except (BenchFailed, PoolError, ConfigError, TimeoutError, ProfilerMissing) as e:
         failure = str(e)
     except Exception as e:  # an RPC failure, most likely: say what, keep the traceback out of the table
         failure = f"{type(e).__name__}: {e}"

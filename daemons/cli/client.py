@@ -52,12 +52,21 @@ class PoolClient:
         return [ads.parse_ad(t) for t in texts]
 
     async def pool_now(self) -> float:
-        """The pool's clock, from the collector's PoolEpoch and TimeScale."""
-        found = await self.ads("Collector", projection=["PoolEpoch", "TimeScale"])
+        """The pool's clock, from the collector's: the segment it runs on now (the lag policy
+        may have changed the scale), else its PoolEpoch and TimeScale."""
+        found = await self.ads("Collector", projection=["PoolEpoch", "TimeScale", "HtcpoolClockWall",
+                                                        "HtcpoolClockPool", "HtcpoolClockScale"])
         if found:
-            epoch, scale = ads.get(found[0], "PoolEpoch"), ads.get(found[0], "TimeScale")
+            a = found[0]
+            wall, pool, scale = (ads.get(a, k) for k in ("HtcpoolClockWall", "HtcpoolClockPool", "HtcpoolClockScale"))
+            now = time.time()
+            current = ads.get(a, "TimeScale")
+            if all(isinstance(v, (int, float)) for v in (wall, pool, scale, current)):
+                # Before an announced switch the clock still runs at the current scale.
+                return pool + (now - wall) * (scale if now >= wall else current)
+            epoch, scale = ads.get(a, "PoolEpoch"), current
             if isinstance(epoch, (int, float)) and isinstance(scale, (int, float)):
-                return epoch + (time.time() - epoch) * scale
+                return epoch + (now - epoch) * scale
         return time.time()
 
     async def daemon_address(self, my_type: str, name: str | None = None) -> str:

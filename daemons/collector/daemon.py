@@ -1,6 +1,8 @@
 """The collector daemon: the AdStore behind gRPC, with expiry on pool time."""
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,8 +15,16 @@ from daemons.core import ads
 from daemons.core.clock import PoolClock
 from daemons.core.common import CommonConfig
 from daemons.core.config import Param
-from daemons.core.daemon import Daemon
+from daemons.core import lagpolicy
+from daemons.core.daemon import Daemon, cancel_and_wait
+from daemons.core.lagpolicy import DaemonLag
 from daemons.pb.htcpool import collector_pb2_grpc
+
+
+LAG_DECIDE_S = 0.5            # wall seconds between two looks at the pool's lag
+LAG_REPORT_LIFETIME_S = 10.0  # wall seconds a daemon's reported lag counts without a newer one
+STARTUP_GRACE_S = 10.0        # wall seconds after the collector starts before the policy acts
+STOP_GRACE_S = 3.0            # wall seconds between the order to stop and the collector's own exit
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,13 @@ class CollectorDaemon(Daemon):
         self.queries_total = 0
         # Says, once per address, when an advertised address cannot be reached.
         self.prober = Prober(self.log)
+        # The pool's lag: each daemon's sustained loop lag (wall s) as its last ad said, and when.
+        self.lags: dict[str, tuple[float, float]] = {}
+        self.lag_events = {"slowed": 0, "warned": 0, "at_floor": 0, "stopped": 0}
+        self.lag_last_change: float | None = None
+        self.lag_last_said = 0.0
+        self.lag_since = time.time()
+        self._lag_task: asyncio.Task | None = None
 
     def default_name(self) -> str:
         return self.common.full_hostname
@@ -52,9 +69,72 @@ class CollectorDaemon(Daemon):
     async def on_start(self) -> None:
         # Sweep often enough that an ad is gone within a tenth of its lifetime of expiring.
         self.add_periodic("expire", max(1.0, self.cfg.classad_lifetime_s / 10), self.expire)
+        # On wall time: a pool-time period would stretch as the policy slows the clock.
+        self.lag_since = time.time()
+        self._lag_task = asyncio.create_task(self._lag_loop(), name="collector:lag-policy")
 
     async def on_close(self) -> None:
+        if self._lag_task is not None:
+            await cancel_and_wait(self._lag_task)
         await self.prober.close()
+
+    # ---- the pool's lag policy ---------------------------------------------------------------
+    def note_lag(self, ad) -> None:
+        """A daemon's ad arrived: remember its sustained loop lag."""
+        lag = ads.get(ad, "HtcpoolLoopLagSustainedWall")
+        if isinstance(lag, (int, float)) and not isinstance(lag, bool):
+            self.lags[f'{str(ads.get(ad, "MyType")).lower()} {ads.get(ad, "Name")}'] = (float(lag), time.time())
+
+    def current_lags(self, now_wall: float) -> list[DaemonLag]:
+        own = self.lag.figures()
+        out = [DaemonLag(f"collector {self.name}", own.sustained_s)]
+        horizon = now_wall - LAG_REPORT_LIFETIME_S
+        for who, (lag, heard) in list(self.lags.items()):
+            if heard < horizon:
+                del self.lags[who]  # gone quiet (or gone): its old figure no longer describes the pool
+            else:
+                out.append(DaemonLag(who, lag))
+        return out
+
+    async def _lag_loop(self) -> None:
+        while True:
+            await asyncio.sleep(LAG_DECIDE_S)
+            try:
+                await self.apply_lag_policy(time.time())
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.log.exception("lag policy")
+
+    async def apply_lag_policy(self, now_wall: float) -> lagpolicy.Action:
+        policy = self.common.lag_policy
+        if now_wall - self.lag_since < STARTUP_GRACE_S:
+            return None  # a pool starting up is busy in ways that say nothing about its steady lag
+        action = lagpolicy.decide(policy, self.current_lags(now_wall), self.clock.scale, now_wall,
+                                  self.lag_last_change)
+        if isinstance(action, lagpolicy.Slow):
+            seg = self.clock.retime(now_wall + lagpolicy.NOTICE_S, action.scale)
+            self.lag_last_change = now_wall
+            self.lag_events["slowed"] += 1
+            self.log.warning("lag: %s; HTCPOOL_LAG_POLICY = slow: TIME_SCALE %g -> %g from pool time %.0f "
+                             "(every daemon follows the collector's clock)", action.reason,
+                             self.clock.scale, action.scale, seg.pool)
+            await self.advertise()
+        elif isinstance(action, lagpolicy.Stop) and not self.lag_stop_reason:
+            self.lag_stop_reason = action.reason
+            self.lag_events["stopped"] += 1
+            self.log.error("lag: %s; HTCPOOL_LAG_POLICY = stop: stopping the pool", action.reason)
+            await self.advertise()
+            # Long enough for every daemon to read the order from our ad before we go.
+            asyncio.get_running_loop().call_later(STOP_GRACE_S, self.request_shutdown)
+        elif isinstance(action, (lagpolicy.Warn, lagpolicy.Floor)):
+            key = "warned" if isinstance(action, lagpolicy.Warn) else "at_floor"
+            self.lag_events[key] += 1
+            if now_wall - self.lag_last_said >= lagpolicy.HOLDOFF_S:
+                self.lag_last_said = now_wall
+                self.log.warning("lag: %s; results from this stretch of the run are not faithful to TIME_SCALE "
+                                 "(HTCPOOL_LAG_POLICY = %s)", action.reason, policy.policy)
+        return action
 
     async def expire(self) -> None:
         for s in self.store.expire(self.clock.now()):
@@ -69,6 +149,15 @@ class CollectorDaemon(Daemon):
                    "CurrentJobsRunningAll": 0,
                    "ClassAdLifetimeDefault": int(self.cfg.classad_lifetime_s),
                    "NumAds": len(self.store)})
+        # The pool's clock, for every daemon to follow (a change of scale is announced ahead).
+        seg = self.clock.latest()
+        ad.update({"HtcpoolClockWall": seg.wall, "HtcpoolClockPool": seg.pool, "HtcpoolClockScale": seg.scale,
+                   "HtcpoolConfiguredTimeScale": float(self.common.time_scale),
+                   "HtcpoolLagPolicy": self.common.lag_policy.policy,
+                   "HtcpoolMaxLag": float(self.common.lag_policy.max_lag_s),
+                   "HtcpoolLagEvents": sum(self.lag_events.values())})
+        if self.lag_stop_reason:
+            ad["HtcpoolLagStop"] = self.lag_stop_reason
         return [ad]
 
     async def advertise(self) -> None:
@@ -87,6 +176,10 @@ class CollectorDaemon(Daemon):
                   "expired_total": self.store.expired_total,
                   "invalidated_total": self.store.invalidated_total,
                   "unreachable_addresses": dict(self.prober.unreachable)})
+        s["lag_policy"] = {"policy": self.common.lag_policy.policy, "max_lag_s": self.common.lag_policy.max_lag_s,
+                           "configured_time_scale": self.common.time_scale, "events": dict(self.lag_events),
+                           "stop": self.lag_stop_reason,
+                           "lags_wall_s": {who: lag for who, (lag, _) in self.lags.items()}}
         return s
 
     def metrics(self) -> dict[str, Any]:
@@ -95,5 +188,6 @@ class CollectorDaemon(Daemon):
                   "updates_total": float(self.store.updates_total),
                   "queries_total": float(self.queries_total),
                   "expired_total": float(self.store.expired_total),
-                  "unreachable_addresses": float(len(self.prober.unreachable))})
+                  "unreachable_addresses": float(len(self.prober.unreachable)),
+                  "lag_policy_events_total": {(("event", k),): float(v) for k, v in self.lag_events.items()}})
         return m

@@ -36,6 +36,8 @@ class CollectorService(pb_grpc.CollectorServicer):
         addresses: dict[str, str] = {}
         for ad in parsed:
             self.d.store.update(ad, now)
+            if "HtcpoolLoopLagSustainedWall" in ad:
+                self.d.note_lag(ad)
             addr = ads.get(ad, "MyAddress")
             if isinstance(addr, str) and addr not in addresses:
                 addresses[addr] = f'{ads.get(ad, "MyType")} "{ads.get(ad, "Name")}"'

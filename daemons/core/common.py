@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from daemons.core.config import ConfigError, Param
+from daemons.core.lagpolicy import POLICIES, LagPolicy
 from daemons.core.network import decide_addressing
 from daemons.core.security.config import SecurityConfig, read_security
 
@@ -52,6 +53,8 @@ class CommonConfig:
     # Built in code (tests' in-process daemons) a daemon is open, and says so loudly;
     # read from a configuration it has htcpool's defaults (authentication REQUIRED).
     security: SecurityConfig = SecurityConfig()
+    # What the pool does when a daemon cannot keep up with TIME_SCALE (the collector decides).
+    lag_policy: LagPolicy = LagPolicy()
 
     @property
     def public_host(self) -> str:
@@ -145,4 +148,17 @@ def read_common(param: Param, role: str, *, name: str | None = None) -> CommonCo
         # COLLECTOR_NAME names the pool, not the collector daemon.
         name=name or (param.str(f"{subsys}_NAME") if role != "collector" else None),
         security=read_security(param, subsys, uid_domain),
+        lag_policy=read_lag_policy(param),
     )
+
+
+def read_lag_policy(param: Param) -> LagPolicy:
+    default = LagPolicy()
+    policy = (param.str("HTCPOOL_LAG_POLICY", default.policy) or default.policy).lower()
+    if policy not in POLICIES:
+        raise ConfigError(f"{param.where('HTCPOOL_LAG_POLICY')}: HTCPOOL_LAG_POLICY = {policy!r} is not one of "
+                          f"{', '.join(POLICIES)}")
+    return LagPolicy(policy=policy,
+                     max_lag_s=param.float("HTCPOOL_MAX_LAG", default.max_lag_s, positive=True) or default.max_lag_s,
+                     min_time_scale=param.float("HTCPOOL_MIN_TIME_SCALE", default.min_time_scale,
+                                                positive=True) or default.min_time_scale)

@@ -19,10 +19,11 @@ from typing import Any, Awaitable, Callable
 import grpc
 
 from daemons.core import ads
-from daemons.core.clock import PoolClock
+from daemons.core.clock import PoolClock, Segment
 from daemons.core.collector_client import CollectorClient
 from daemons.core.common import CommonConfig
 from daemons.core.interceptors import ServerPipeline
+from daemons.core.lag import LagMonitor
 from daemons.core.network import resolve_host
 from daemons.core.rpc import Channels, bind, call_with_retry, describe, new_server
 from daemons.core.security.config import SecurityConfig
@@ -31,6 +32,10 @@ from daemons.core.status import StatusPage
 from daemons.pb.htcpool import admin_pb2, admin_pb2_grpc, common_pb2
 
 VERSION = "0.1.0"
+# Wall seconds between two looks at the collector's clock: well inside the notice the
+# collector gives of a change of scale, so that every daemon switches at the same instant.
+FOLLOW_CLOCK_S = 0.3
+CLOCK_ATTRS = ["HtcpoolClockWall", "HtcpoolClockPool", "HtcpoolClockScale", "HtcpoolLagStop"]
 
 
 @dataclass
@@ -90,6 +95,10 @@ class Daemon:
         # (faults) added by whoever builds the daemon; handler errors and per-method
         # counts live here.
         self.rpc = ServerPipeline([self.security.layer], log=logging.getLogger(f"htcpool.{self.role}.rpc"))
+        # How late this process's event loop runs (the lag policy acts on it, pool-wide).
+        self.lag = LagMonitor(lambda: self.clock.scale)
+        self._follow_task: asyncio.Task | None = None
+        self.lag_stop_reason = ""
 
     # ---- for subclasses -------------------------------------------------
     def default_name(self) -> str:
@@ -119,9 +128,22 @@ class Daemon:
         return self.base_status()
 
     def metrics(self) -> dict[str, Any]:
+        lag = self.lag.figures()
         return {
             "up": 1.0,
             "pool_time_seconds": self.clock.now(),
+            "time_scale": float(self.clock.scale),
+            "time_scale_changes_total": float(self.clock.changes),
+            # The event loop's lateness: last sample, worst and least over the recent window,
+            # worst since the start; in wall seconds and in pool seconds.
+            "loop_lag_seconds": lag.last_s,
+            "loop_lag_recent_max_seconds": lag.recent_max_s,
+            "loop_lag_sustained_seconds": lag.sustained_s,
+            "loop_lag_max_seconds": lag.max_s,
+            "loop_lag_pool_seconds": lag.last_pool_s,
+            "loop_lag_recent_max_pool_seconds": lag.recent_max_pool_s,
+            "loop_lag_sustained_pool_seconds": lag.sustained_pool_s,
+            "loop_lag_max_pool_seconds": lag.max_pool_s,
             "periodic_failures_total": float(sum(p.failures for p in self._periodics.values())),
             "advertise_failures_total": float(self._advertise_failures_total),
             **self.rpc.metrics(),
@@ -139,6 +161,7 @@ class Daemon:
         port = bind(self._server, self.common.bind_host, self.common.grpc_port, what=f"the {self.role}'s command port",
                     credentials=self.security.server_credentials())
         await self._server.start()
+        self.lag.start()
         # Peers get the advertised address, never the bound one (which may be 0.0.0.0).
         self.address = f"{self.common.public_host}:{port}"
         self._page = StatusPage(self)
@@ -147,6 +170,8 @@ class Daemon:
                                                  tls=self.common.security.tls)
         if not self.epoch_known:
             await self._learn_epoch()
+        if self.collector is not None and self.role != "collector" and self.common.lag_policy.policy != "warn":
+            self._follow_task = asyncio.create_task(self._follow_clock(), name=f"{self.role}:follow-clock")
         self.started_at = self.clock.now()
         self.log.info("**** %s %s (htcpool %s) starting at %s (bound to %s), pid %d, time scale %g",
                       self.role, self.name, VERSION, self.address, self.common.bind_host, os.getpid(),
@@ -175,6 +200,9 @@ class Daemon:
         for p in self._periodics.values():
             if p.task is not None:
                 await cancel_and_wait(p.task)
+        if self._follow_task is not None:
+            await cancel_and_wait(self._follow_task)
+        self.lag.stop()
         try:
             await self.on_close()
         except Exception:
@@ -238,13 +266,15 @@ class Daemon:
                 next_run = self.clock.now()
 
     async def _wait_until(self, p: Periodic, pool_time: float) -> None:
-        delay = self.clock.wall_at(pool_time) - self.clock.wall()
-        if delay <= 0:
-            return
-        try:
-            await asyncio.wait_for(p.wake.wait(), timeout=delay)
-        except asyncio.TimeoutError:
-            pass
+        # Until the pool clock says so: a wall delay worked out before the scale fell is too short.
+        while not p.wake.is_set() and self.clock.now() < pool_time:
+            delay = self.clock.wall_at(pool_time) - self.clock.wall()
+            if delay <= 0:
+                return
+            try:
+                await asyncio.wait_for(p.wake.wait(), timeout=delay)
+            except asyncio.TimeoutError:
+                pass
 
     # ---- own ad -------------------------------------------------------------
     def base_ad(self) -> dict[str, Any]:
@@ -262,6 +292,19 @@ class Daemon:
             "TimeScale": float(self.clock.scale),
             "PoolEpoch": float(self.clock.epoch),
             "MyCurrentTime": int(self.clock.now()),
+            **self.lag_attrs(),
+        }
+
+    def lag_attrs(self) -> dict[str, Any]:
+        """How far this daemon's event loop runs behind, for its ad (pool seconds unless Wall)."""
+        lag = self.lag.figures()
+        return {
+            "HtcpoolLoopLag": round(lag.recent_max_pool_s, 3),
+            "HtcpoolLoopLagSustained": round(lag.sustained_pool_s, 3),
+            "HtcpoolLoopLagMax": round(lag.max_pool_s, 3),
+            "HtcpoolLoopLagWall": round(lag.recent_max_s, 4),
+            "HtcpoolLoopLagSustainedWall": round(lag.sustained_s, 4),
+            "HtcpoolTimeScaleChanges": self.clock.changes,
         }
 
     async def advertise(self) -> None:
@@ -333,13 +376,48 @@ class Daemon:
                                          give_up_after_s=1.0),
             give_up_after_s=None, logger=self.log)
         for t in texts:
-            epoch = ads.get(ads.parse_ad(t), "PoolEpoch")
+            ad = ads.parse_ad(t)
+            epoch = ads.get(ad, "PoolEpoch")
             if isinstance(epoch, (int, float)):
                 self.clock.epoch = float(epoch)
                 self.epoch_known = True
                 self.log.info("pool epoch %.3f learned from the collector", epoch)
+                self._adopt_clock(ad)
                 return
         raise RuntimeError("the collector's ad has no PoolEpoch")
+
+    # ---- one clock for the pool ----------------------------------------------------------
+    async def _follow_clock(self) -> None:
+        """Keep to the collector's clock: a change of scale (the lag policy) or the order to stop."""
+        assert self.collector is not None
+        while True:
+            await asyncio.sleep(FOLLOW_CLOCK_S)
+            try:
+                texts = await self.collector.query("Collector", projection=CLOCK_ATTRS, give_up_after_s=1.0)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                continue  # an unreachable collector is said by the advertising; keep the clock we have
+            for t in texts:
+                try:
+                    self._adopt_clock(ads.parse_ad(t))
+                except ads.AdError:
+                    continue
+
+    def _adopt_clock(self, ad) -> None:
+        wall, pool, scale = (ads.get(ad, a) for a in CLOCK_ATTRS[:3])
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (wall, pool, scale)) and scale > 0:
+            seg = Segment(float(wall), float(pool), float(scale))
+            if seg != self.clock.latest() and seg.scale != self.clock.latest().scale:
+                self.log.warning("pool clock: TIME_SCALE %g -> %g from pool time %.0f (the collector's lag policy)",
+                                 self.clock.latest().scale, seg.scale, seg.pool)
+                self.clock.follow(seg)
+        stop = ads.get(ad, "HtcpoolLagStop")
+        if isinstance(stop, str) and stop and not self.lag_stop_reason:
+            self.lag_stop_reason = stop
+            self.log.error("stopping: the pool cannot keep up with its time scale (HTCPOOL_LAG_POLICY = stop): %s",
+                           stop)
+            self.request_shutdown()
 
     def base_status(self) -> dict[str, Any]:
         now = self.clock.now()
@@ -352,7 +430,9 @@ class Daemon:
             "pool_time": now,
             "uptime_pool_s": now - self.started_at if self.started_at else 0.0,
             "time_scale": self.clock.scale,
+            "time_scale_changes": self.clock.changes,
             "pool_epoch": self.clock.epoch,
+            "loop_lag": {k: round(v, 4) for k, v in vars(self.lag.figures()).items()},
             "collector": self.common.collector_host,
             "periodic": {
                 p.name: {"interval_s": p.interval_s, "runs": p.runs, "failures": p.failures,

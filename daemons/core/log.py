@@ -38,7 +38,7 @@ class PoolTimeFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         # The record's own wall time, moved onto the pool clock.
-        pool = self.clock.epoch + (record.created - self.clock.epoch) * self.clock.scale
+        pool = self.clock.pool_at_wall(record.created)
         second = int(pool // 1)
         if second != self._second:   # busy logs write many records a second: format the stamp once
             self._second, self._stamp = second, time.strftime("%m/%d/%y %H:%M:%S", time.localtime(second))

@@ -17,6 +17,9 @@ def register(sub) -> None:
     b.add_argument("--jobs", type=int, default=1000)
     b.add_argument("--machines", type=int, default=100)
     b.add_argument("--cpus", type=int, default=8)
+    b.add_argument("--profile", metavar="DIR",
+                   help="sample every daemon with py-spy while the jobs run; collapsed stacks and top "
+                        "functions into DIR")
     b = benches.add_parser("autocluster", parents=[common], help="schedd autocluster ids: jobs/s and re-clustering cost")
     b.add_argument("--jobs", type=int, default=100_000)
     b.add_argument("--seed", type=int, default=0)

@@ -1,0 +1,109 @@
+"""How far a daemon's event loop runs behind.
+
+A timer asks to fire every `period_s` of wall time; how late it fires is the time a
+ready callback waits for the loop (a long callback, or thousands of ready ones ahead
+of it). In pool seconds that lateness is what a lease, an interval or a job's end
+waits beyond its due time, so it is reported in both units. `LagWindow` is the pure
+part: samples in, figures out.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
+
+PERIOD_S = 0.1      # wall seconds between samples
+WINDOW_S = 2.0      # wall seconds of samples that make the "recent" figures
+
+
+@dataclass(frozen=True)
+class LagFigures:
+    last_s: float          # wall seconds late, the last sample
+    recent_max_s: float    # the most over the window
+    sustained_s: float     # the least over the window: late all along, not one spike
+    max_s: float           # the most since the start
+    last_pool_s: float     # the same in pool seconds (at the scale of each sample)
+    recent_max_pool_s: float
+    sustained_pool_s: float
+    max_pool_s: float
+    samples: int
+
+
+class LagWindow:
+    """Lateness samples (wall time taken, wall seconds late, pool seconds late) over a window."""
+
+    def __init__(self, window_s: float = WINDOW_S) -> None:
+        self.window_s = window_s
+        self._recent: deque[tuple[float, float, float]] = deque()
+        self.samples = 0
+        self.max_s = 0.0
+        self.max_pool_s = 0.0
+
+    def add(self, at_wall: float, late_s: float, scale: float) -> None:
+        late_s = max(0.0, late_s)
+        late_pool = late_s * scale
+        self._recent.append((at_wall, late_s, late_pool))
+        while self._recent and self._recent[0][0] < at_wall - self.window_s:
+            self._recent.popleft()
+        self.samples += 1
+        self.max_s = max(self.max_s, late_s)
+        self.max_pool_s = max(self.max_pool_s, late_pool)
+
+    def figures(self, now_wall: float | None = None, scale: float = 1.0, period_s: float = PERIOD_S) -> LagFigures:
+        """The figures; with `now_wall`, a timer that is overdue now counts as that late."""
+        recent = list(self._recent)
+        if now_wall is not None and recent:
+            # No sample for a while is itself lag (asked from a thread, or by the late timer's
+            # loop after a long callback): the timer has not fired since.
+            silent = now_wall - recent[-1][0] - period_s
+            if silent > 0:
+                recent.append((now_wall, silent, silent * scale))
+        if not recent:
+            return LagFigures(0.0, 0.0, 0.0, self.max_s, 0.0, 0.0, 0.0, self.max_pool_s, self.samples)
+        # Sustained means over a good part of the window, not over the first sample or two.
+        spans = recent[-1][0] - recent[0][0] >= self.window_s / 2
+        return LagFigures(
+            last_s=recent[-1][1], recent_max_s=max(r[1] for r in recent),
+            sustained_s=min(r[1] for r in recent) if spans else 0.0,
+            max_s=self.max_s, last_pool_s=recent[-1][2], recent_max_pool_s=max(r[2] for r in recent),
+            sustained_pool_s=min(r[2] for r in recent) if spans else 0.0, max_pool_s=self.max_pool_s,
+            samples=self.samples)
+
+
+class LagMonitor:
+    """Samples the running loop's lateness into a LagWindow, from start() until stop()."""
+
+    def __init__(self, scale: Callable[[], float], period_s: float = PERIOD_S, window_s: float = WINDOW_S) -> None:
+        self.scale = scale
+        self.period_s = period_s
+        self.window = LagWindow(window_s)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self._due = 0.0
+
+    def start(self) -> None:
+        if self._loop is not None:
+            return
+        self._loop = asyncio.get_running_loop()
+        self._schedule()
+
+    def _schedule(self) -> None:
+        assert self._loop is not None
+        self._due = self._loop.time() + self.period_s
+        self._handle = self._loop.call_at(self._due, self._tick)
+
+    def _tick(self) -> None:
+        assert self._loop is not None
+        now = self._loop.time()
+        self.window.add(now, now - self._due, self.scale())
+        self._schedule()
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def figures(self) -> LagFigures:
+        now = self._loop.time() if self._loop is not None else None
+        return self.window.figures(now, self.scale(), self.period_s)

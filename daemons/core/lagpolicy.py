@@ -1,0 +1,92 @@
+"""What the pool does when a daemon cannot keep up with TIME_SCALE (pure).
+
+Each daemon publishes how late its event loop runs (`HtcpoolLoopLag*` in its ad);
+the collector, which hears from every daemon, decides for the pool:
+
+- `slow` (the default): lower the time scale so that the worst lag is back under half
+  of HTCPOOL_MAX_LAG pool seconds, at most 10x at a time and never below
+  HTCPOOL_MIN_TIME_SCALE; pool time stays continuous, every daemon switches at one
+  announced wall instant (the collector's ad carries it), and results stay valid
+  because everything runs on pool time;
+- `stop`: end the run, saying which daemon lagged how far;
+- `warn`: say so and carry on (results are flagged; leases may lapse).
+
+A daemon's lag counts when it is *sustained*: late at every sample over its window, so a
+single pause does not slow a whole pool. After a change the policy waits HOLDOFF_S of
+wall time for lag figures measured at the new scale.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+POLICIES = ("slow", "stop", "warn")
+HOLDOFF_S = 5.0          # wall seconds after a change before the next decision
+NOTICE_S = 2.0           # wall seconds between deciding a new scale and switching to it
+MAX_STEP = 10.0          # the most one change divides the scale by
+
+
+@dataclass(frozen=True)
+class LagPolicy:
+    policy: str = "slow"              # HTCPOOL_LAG_POLICY
+    max_lag_s: float = 60.0           # HTCPOOL_MAX_LAG, pool seconds
+    min_time_scale: float = 1.0       # HTCPOOL_MIN_TIME_SCALE
+
+
+@dataclass(frozen=True)
+class DaemonLag:
+    name: str                  # "schedd <name>": what a person reads
+    sustained_wall_s: float    # HtcpoolLoopLagSustainedWall from its ad
+
+
+@dataclass(frozen=True)
+class Slow:
+    scale: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class Stop:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Warn:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Floor:
+    """Slowing is the policy but the scale is already at its floor."""
+    reason: str
+
+
+Action = Slow | Stop | Warn | Floor | None
+
+
+def worst(lags: list[DaemonLag]) -> DaemonLag | None:
+    return max(lags, key=lambda d: (d.sustained_wall_s, d.name), default=None)
+
+
+def decide(policy: LagPolicy, lags: list[DaemonLag], scale: float, now_wall: float,
+           last_change_wall: float | None) -> Action:
+    """The pool's answer to its daemons' lag at time scale `scale`."""
+    w = worst(lags)
+    if w is None:
+        return None
+    lag_pool = w.sustained_wall_s * scale
+    if lag_pool <= policy.max_lag_s:
+        return None
+    what = (f"the {w.name} runs {lag_pool:.0f} pool s ({w.sustained_wall_s:.2f} s) behind at TIME_SCALE {scale:g}, "
+            f"more than HTCPOOL_MAX_LAG = {policy.max_lag_s:g}")
+    if policy.policy == "warn":
+        return Warn(what)
+    if policy.policy == "stop":
+        return Stop(what)
+    if last_change_wall is not None and now_wall - last_change_wall < HOLDOFF_S:
+        return None
+    if scale <= policy.min_time_scale:
+        return Floor(f"{what}, and the scale is at HTCPOOL_MIN_TIME_SCALE = {policy.min_time_scale:g}")
+    # Over the threshold, this is at most half the scale already.
+    target = policy.max_lag_s / 2.0 / w.sustained_wall_s
+    new = max(policy.min_time_scale, scale / MAX_STEP, target)
+    return Slow(new, what)

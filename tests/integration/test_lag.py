@@ -1,0 +1,115 @@
+"""Lag across real processes: every daemon publishes its event loop's lag; the collector's
+policy slows the whole pool's clock (every daemon switching at one instant) or stops it.
+
+A pool is made to "lag" by a threshold no event loop can meet (HTCPOOL_MAX_LAG of a
+ten-thousandth of a pool second): timers are always some microseconds late.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+import urllib.request
+
+from daemons.cli.client import wait_for
+from daemons.cli.pool import LocalPool
+from daemons.core import ads
+from daemons.core.clock import Segment
+
+from .conftest import FAST, SLEEP, attr, wait_jobs
+
+DAEMON_TYPES = ("Collector", "Negotiator", "Scheduler", "StartDaemon")
+LAGS = ("HtcpoolLoopLag", "HtcpoolLoopLagSustained", "HtcpoolLoopLagMax", "HtcpoolLoopLagWall",
+        "HtcpoolLoopLagSustainedWall")
+
+
+async def _daemon_ads(c) -> dict[str, object]:
+    out = {}
+    for t in DAEMON_TYPES:
+        found = await c.ads(t)
+        if found:
+            out[t] = found[0]
+    return out
+
+
+def test_every_daemon_publishes_its_loop_lag(make_pool):
+    pool = make_pool()
+
+    async def main():
+        async with pool.client() as c:
+            async def all_there():
+                found = await _daemon_ads(c)
+                if len(found) < len(DAEMON_TYPES):
+                    return None
+                return found if all(isinstance(attr(a, k), (int, float)) for a in found.values() for k in LAGS) else None
+            found = await wait_for(all_there, timeout_s=30, what="every daemon's ad with its loop lag")
+            for t, a in found.items():
+                assert all(attr(a, k) >= 0 for k in LAGS), t
+                assert attr(a, "HtcpoolLoopLagMax") >= attr(a, "HtcpoolLoopLagSustained")
+            collector = found["Collector"]
+            assert attr(collector, "HtcpoolLagPolicy") == "slow"
+            assert attr(collector, "HtcpoolClockScale") == 100.0
+            assert attr(collector, "HtcpoolConfiguredTimeScale") == 100.0
+    asyncio.run(main())
+    url = pool.daemons["schedd"].info["status_url"].rstrip("/") + "/metrics"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    for name in ("loop_lag_seconds", "loop_lag_pool_seconds", "loop_lag_sustained_pool_seconds",
+                 "loop_lag_max_pool_seconds", "time_scale"):
+        assert f"htcpool_schedd_{name} " in text, name
+
+
+def test_slow_policy_slows_every_daemon_at_one_instant_and_jobs_keep_their_duration(make_pool):
+    # Scale 100 -> 25 (the floor) as soon as the collector's start-up grace is over.
+    pool = make_pool("HTCPOOL_MAX_LAG = 0.0001\nHTCPOOL_MIN_TIME_SCALE = 25\n")
+
+    async def main():
+        async with pool.client() as c:
+            # A job that runs across the change: its run time must be its duration in pool seconds.
+            await c.submit(SLEEP.format(seconds=1200, n=1), "lag.sub")
+
+            async def slowed():
+                found = await _daemon_ads(c)
+                scales = {t: attr(a, "TimeScale") for t, a in found.items()}
+                return found if len(found) == len(DAEMON_TYPES) and set(scales.values()) == {25.0} else None
+            found = await wait_for(slowed, timeout_s=60, interval_s=0.2,
+                                   what="every daemon's ad at TIME_SCALE 25")
+            collector = found["Collector"]
+            seg = Segment(attr(collector, "HtcpoolClockWall"), attr(collector, "HtcpoolClockPool"),
+                          attr(collector, "HtcpoolClockScale"))
+            assert seg.scale == 25.0
+            for t, a in found.items():
+                assert attr(a, "HtcpoolTimeScaleChanges") == 1, t
+            # Every daemon's clock is the collector's: a ping's pool time lies between the
+            # segment's readings just before and just after the call.
+            for key, d in pool.daemons.items():
+                before = time.time()
+                reply = await c.ping(d.address)
+                after = time.time()
+                assert seg.pool_at(before) - 0.01 <= reply.pool_time <= seg.pool_at(after) + 0.01, key
+
+            done = await wait_jobs(c, "JobStatus == 4", 1, history=True, timeout_s=120)
+            ran = attr(done[0], "RemoteWallClockTime")
+            assert ran >= 1200 - 1, f"the job ran {ran} pool s of its 1200"
+    asyncio.run(main())
+    log = (pool.state_dir / "log" / "CollectorLog").read_text()
+    assert "HTCPOOL_LAG_POLICY = slow: TIME_SCALE 100 -> 25" in log
+    assert "pool clock: TIME_SCALE 100 -> 25" in (pool.state_dir / "log" / "SchedLog").read_text()
+
+
+def test_stop_policy_stops_the_pool_saying_why(tmp_path):
+    cfg = tmp_path / "pool.conf"
+    cfg.write_text(FAST + "HTCPOOL_LAG_POLICY = stop\nHTCPOOL_MAX_LAG = 0.0001\n")
+    pool = LocalPool(tmp_path / "pool", cfg).start()
+    try:
+        deadline = time.monotonic() + 60
+        while any(d.alive() for d in pool.daemons.values()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(d.alive() for d in pool.daemons.values()), "the pool is still running"
+        codes = {k: d.proc.returncode for k, d in pool.daemons.items()}
+        assert codes == {k: 3 for k in pool.daemons}, codes
+        out = (pool.state_dir / "log" / "schedd.out").read_text()
+        assert "stopped: the pool cannot keep up with its time scale" in out
+        assert "HTCPOOL_MAX_LAG = 0.0001" in out
+        assert "HTCPOOL_LAG_POLICY = stop: stopping the pool" in (pool.state_dir / "log" / "CollectorLog").read_text()
+    finally:
+        pool.stop()
