@@ -27,6 +27,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Callable
 
+from daemons.cli import lagreport
 from daemons.cli.client import PoolClient, wait_for
 from daemons.cli.pool import LocalPool, PoolError
 from daemons.cli.profiling import Profiler, ProfilerMissing
@@ -220,7 +221,7 @@ async def _throughput(pool: LocalPool, args: argparse.Namespace, emit: Callable[
         profiler = None
         if getattr(args, "profile", None):
             profiler = Profiler(Path(args.profile), {k: d.pid for k, d in pool.daemons.items()})
-            profiler.start()
+            await asyncio.to_thread(profiler.start)
             emit(f"profiling every daemon with py-spy into {args.profile}")
         try:
             await _throughput_jobs(pool, c, args, emit, result)
@@ -237,6 +238,7 @@ async def _throughput_jobs(pool: LocalPool, c: PoolClient, args: argparse.Namesp
                            emit: Callable[[str], None], result: dict[str, Any]) -> None:
     n_jobs, n_machines = args.jobs, args.machines
     cpu0 = daemon_cpu(pool)
+    lag0 = await lagreport.take(c)
     submit_text = THROUGHPUT_SUBMIT.format(jobs=n_jobs)
     wall0 = time.monotonic()
     pool0 = pool_time(pool, TIME_SCALE)
@@ -284,6 +286,8 @@ async def _throughput_jobs(pool: LocalPool, c: PoolClient, args: argparse.Namesp
     starts = [float(ads.get(h, "JobCurrentStartDate") or 0) for h in history]
     hosts_used = {str(ads.get(h, "LastRemoteHost", "")).split("@")[-1] for h in history}
     dslots_used = {str(ads.get(h, "LastRemoteHost", "")) for h in history}
+    result["lag"] = lagreport.report(lag0, await lagreport.take(c))
+    result["lagged"] = result["lag"]["lagged"]
     records = await c.cycles()
     window = [r for r in records if r.end >= pool0 and r.start <= pool1]
     truncated = bool(records) and records[0].start > pool0
@@ -387,6 +391,7 @@ def _table(r: dict[str, Any]) -> list[str]:
         f"  {'UpdateAds of 1,000 slot ads (once)':<44}{r['insert_1000_ms']:>10.1f} ms",
         f"  {'QueryAds returning 1,000 slot ads, mean/p50':<44}{r['query_1000_ms']:>10.2f} / "
         f"{r['query_1000_p50_ms']:.2f} ms ({QUERY_REPEATS} calls)",
+        *lagreport.lines(r["lag"]),
         f"  {'daemon':<12}{'peak RSS MB':>12}{'CPU s in run':>14}",
     ]
     for key in r["peak_rss_mb"]:

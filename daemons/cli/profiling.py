@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 RATE_HZ = 50            # samples per second: low enough not to load a busy 2-core machine
+ATTACH_TIMEOUT_S = 15.0   # py-spy says "Sampling process" once attached; a loaded machine is slow
 STOP_TIMEOUT_S = 30.0   # py-spy writes its file after SIGINT; a large profile takes a while
 
 
@@ -134,6 +135,19 @@ class Profiler:
                  "--duration", str(self.duration_s), "--nonblocking", "--idle", "-o", str(out)],
                 stdout=log, stderr=subprocess.STDOUT)
             log.close()
+        self._wait_sampling()
+
+    def _wait_sampling(self) -> None:
+        """Until every recorder says it samples: one stopped before it attached writes nothing."""
+        deadline = time.monotonic() + ATTACH_TIMEOUT_S
+        waiting = set(self.procs)
+        while waiting and time.monotonic() < deadline:
+            for key in list(waiting):
+                log = self.out_dir / f"{key}.py-spy.log"
+                if self.procs[key].poll() is not None or "Sampling process" in log.read_text(errors="replace"):
+                    waiting.discard(key)
+            if waiting:
+                time.sleep(0.05)
 
     def stop(self) -> dict[str, str]:
         """Stop every recorder; the collapsed stacks of each daemon that produced a file."""

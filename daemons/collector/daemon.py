@@ -52,8 +52,9 @@ class CollectorDaemon(Daemon):
         self.queries_total = 0
         # Says, once per address, when an advertised address cannot be reached.
         self.prober = Prober(self.log)
-        # The pool's lag: each daemon's sustained loop lag (wall s) as its last ad said, and when.
-        self.lags: dict[str, tuple[float, float]] = {}
+        # The pool's lag: each daemon's sustained and recent worst loop lag (wall s) as its last ad
+        # said, and when it said it.
+        self.lags: dict[str, tuple[float, float, float]] = {}
         self.lag_events = {"slowed": 0, "warned": 0, "at_floor": 0, "stopped": 0}
         self.lag_last_change: float | None = None
         self.lag_last_said = 0.0
@@ -81,15 +82,23 @@ class CollectorDaemon(Daemon):
     # ---- the pool's lag policy ---------------------------------------------------------------
     def note_lag(self, ad) -> None:
         """A daemon's ad arrived: remember its sustained loop lag."""
-        lag = ads.get(ad, "HtcpoolLoopLagSustainedWall")
+        lag, worst = ads.get(ad, "HtcpoolLoopLagSustainedWall"), ads.get(ad, "HtcpoolLoopLagWall")
         if isinstance(lag, (int, float)) and not isinstance(lag, bool):
-            self.lags[f'{str(ads.get(ad, "MyType")).lower()} {ads.get(ad, "Name")}'] = (float(lag), time.time())
+            worst = float(worst) if isinstance(worst, (int, float)) and not isinstance(worst, bool) else float(lag)
+            self.lags[f'{str(ads.get(ad, "MyType")).lower()} {ads.get(ad, "Name")}'] = (float(lag), worst,
+                                                                                        time.time())
+
+    def worst_recent_lag_wall(self, now_wall: float) -> float:
+        """The worst recent loop lag of any daemon heard from lately (wall s), ours included."""
+        horizon = now_wall - LAG_REPORT_LIFETIME_S
+        return max([self.lag.figures().recent_max_s] +
+                   [worst for _, worst, heard in self.lags.values() if heard >= horizon])
 
     def current_lags(self, now_wall: float) -> list[DaemonLag]:
         own = self.lag.figures()
         out = [DaemonLag(f"collector {self.name}", own.sustained_s)]
         horizon = now_wall - LAG_REPORT_LIFETIME_S
-        for who, (lag, heard) in list(self.lags.items()):
+        for who, (lag, _, heard) in list(self.lags.items()):
             if heard < horizon:
                 del self.lags[who]  # gone quiet (or gone): its old figure no longer describes the pool
             else:
@@ -101,6 +110,9 @@ class CollectorDaemon(Daemon):
             await asyncio.sleep(LAG_DECIDE_S)
             try:
                 await self.apply_lag_policy(time.time())
+                # Our own ad carries the pool's clock and lag to every daemon: keep it fresh
+                # (it goes to our own store, no RPC).
+                await self.advertise()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -155,7 +167,8 @@ class CollectorDaemon(Daemon):
                    "HtcpoolConfiguredTimeScale": float(self.common.time_scale),
                    "HtcpoolLagPolicy": self.common.lag_policy.policy,
                    "HtcpoolMaxLag": float(self.common.lag_policy.max_lag_s),
-                   "HtcpoolLagEvents": sum(self.lag_events.values())})
+                   "HtcpoolLagEvents": sum(self.lag_events.values()),
+                   "HtcpoolPoolLagWall": round(self.worst_recent_lag_wall(time.time()), 4)})
         if self.lag_stop_reason:
             ad["HtcpoolLagStop"] = self.lag_stop_reason
         return [ad]
@@ -179,7 +192,8 @@ class CollectorDaemon(Daemon):
         s["lag_policy"] = {"policy": self.common.lag_policy.policy, "max_lag_s": self.common.lag_policy.max_lag_s,
                            "configured_time_scale": self.common.time_scale, "events": dict(self.lag_events),
                            "stop": self.lag_stop_reason,
-                           "lags_wall_s": {who: lag for who, (lag, _) in self.lags.items()}}
+                           "lags_wall_s": {who: {"sustained": lag, "recent_max": worst}
+                                           for who, (lag, worst, _) in self.lags.items()}}
         return s
 
     def metrics(self) -> dict[str, Any]:

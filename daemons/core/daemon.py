@@ -35,7 +35,7 @@ VERSION = "0.1.0"
 # Wall seconds between two looks at the collector's clock: well inside the notice the
 # collector gives of a change of scale, so that every daemon switches at the same instant.
 FOLLOW_CLOCK_S = 0.3
-CLOCK_ATTRS = ["HtcpoolClockWall", "HtcpoolClockPool", "HtcpoolClockScale", "HtcpoolLagStop"]
+CLOCK_ATTRS = ["HtcpoolClockWall", "HtcpoolClockPool", "HtcpoolClockScale", "HtcpoolLagStop", "HtcpoolPoolLagWall"]
 
 
 @dataclass
@@ -99,6 +99,8 @@ class Daemon:
         self.lag = LagMonitor(lambda: self.clock.scale)
         self._follow_task: asyncio.Task | None = None
         self.lag_stop_reason = ""
+        # The worst recent loop lag of any daemon of the pool (wall s), as the collector last said.
+        self.pool_lag_wall = 0.0
 
     # ---- for subclasses -------------------------------------------------
     def default_name(self) -> str:
@@ -170,7 +172,7 @@ class Daemon:
                                                  tls=self.common.security.tls)
         if not self.epoch_known:
             await self._learn_epoch()
-        if self.collector is not None and self.role != "collector" and self.common.lag_policy.policy != "warn":
+        if self.collector is not None and self.role != "collector":
             self._follow_task = asyncio.create_task(self._follow_clock(), name=f"{self.role}:follow-clock")
         self.started_at = self.clock.now()
         self.log.info("**** %s %s (htcpool %s) starting at %s (bound to %s), pid %d, time scale %g",
@@ -386,6 +388,13 @@ class Daemon:
                 return
         raise RuntimeError("the collector's ad has no PoolEpoch")
 
+    def lag_allowance_s(self) -> float:
+        """Pool seconds a deadline set by a peer's action (a claim's lease) is stretched by, so
+        that the pool's own lag never passes for a peer's absence: the worst recent loop lag
+        of the pool (as the collector says) or of this daemon, whichever is more, at the
+        current scale. A peer that is gone stops advertising; its lag then no longer counts."""
+        return max(self.pool_lag_wall, self.lag.figures().recent_max_s) * self.clock.scale
+
     # ---- one clock for the pool ----------------------------------------------------------
     async def _follow_clock(self) -> None:
         """Keep to the collector's clock: a change of scale (the lag policy) or the order to stop."""
@@ -412,6 +421,9 @@ class Daemon:
                 self.log.warning("pool clock: TIME_SCALE %g -> %g from pool time %.0f (the collector's lag policy)",
                                  self.clock.latest().scale, seg.scale, seg.pool)
                 self.clock.follow(seg)
+        pool_lag = ads.get(ad, "HtcpoolPoolLagWall")
+        if isinstance(pool_lag, (int, float)) and not isinstance(pool_lag, bool):
+            self.pool_lag_wall = max(0.0, float(pool_lag))
         stop = ads.get(ad, "HtcpoolLagStop")
         if isinstance(stop, str) and stop and not self.lag_stop_reason:
             self.lag_stop_reason = stop

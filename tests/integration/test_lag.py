@@ -49,6 +49,7 @@ def test_every_daemon_publishes_its_loop_lag(make_pool):
             assert attr(collector, "HtcpoolLagPolicy") == "slow"
             assert attr(collector, "HtcpoolClockScale") == 100.0
             assert attr(collector, "HtcpoolConfiguredTimeScale") == 100.0
+            assert attr(collector, "HtcpoolPoolLagWall") >= 0
     asyncio.run(main())
     url = pool.daemons["schedd"].info["status_url"].rstrip("/") + "/metrics"
     with urllib.request.urlopen(url, timeout=10) as r:
