@@ -35,6 +35,7 @@ VERSION = "0.1.0"
 # Wall seconds between two looks at the collector's clock: well inside the notice the
 # collector gives of a change of scale, so that every daemon switches at the same instant.
 FOLLOW_CLOCK_S = 0.3
+FOLLOW_GIVE_UP_S = 10.0
 CLOCK_ATTRS = ["HtcpoolClockWall", "HtcpoolClockPool", "HtcpoolClockScale", "HtcpoolLagStop", "HtcpoolPoolLagWall"]
 
 
@@ -402,7 +403,9 @@ class Daemon:
         while True:
             await asyncio.sleep(FOLLOW_CLOCK_S)
             try:
-                texts = await self.collector.query("Collector", projection=CLOCK_ATTRS, give_up_after_s=1.0)
+                # Generous: the daemon that lags most is the one that most needs to hear.
+                texts = await self.collector.query("Collector", projection=CLOCK_ATTRS,
+                                                   give_up_after_s=FOLLOW_GIVE_UP_S)
             except asyncio.CancelledError:
                 raise
             except Exception:

@@ -21,7 +21,7 @@ WINDOW_S = 2.0      # wall seconds of samples that make the "recent" figures
 class LagFigures:
     last_s: float          # wall seconds late, the last sample
     recent_max_s: float    # the most over the window
-    sustained_s: float     # the least over the window: late all along, not one spike
+    sustained_s: float     # the median over the window: late most of the time, not one spike
     max_s: float           # the most since the start
     last_pool_s: float     # the same in pool seconds (at the scale of each sample)
     recent_max_pool_s: float
@@ -61,14 +61,21 @@ class LagWindow:
                 recent.append((now_wall, silent, silent * scale))
         if not recent:
             return LagFigures(0.0, 0.0, 0.0, self.max_s, 0.0, 0.0, 0.0, self.max_pool_s, self.samples)
-        # Sustained means over a good part of the window, not over the first sample or two.
+        # Sustained: the median sample, so half the window's samples were at least this late.
+        # One pause (a collection, a large parse) moves it little; a loop whose every turn is
+        # long moves it all the way. Only over a good part of the window, not the first sample.
         spans = recent[-1][0] - recent[0][0] >= self.window_s / 2
+        sustained, sustained_pool = (_median([r[1] for r in recent]), _median([r[2] for r in recent])) \
+            if spans else (0.0, 0.0)
         return LagFigures(
-            last_s=recent[-1][1], recent_max_s=max(r[1] for r in recent),
-            sustained_s=min(r[1] for r in recent) if spans else 0.0,
+            last_s=recent[-1][1], recent_max_s=max(r[1] for r in recent), sustained_s=sustained,
             max_s=self.max_s, last_pool_s=recent[-1][2], recent_max_pool_s=max(r[2] for r in recent),
-            sustained_pool_s=min(r[2] for r in recent) if spans else 0.0, max_pool_s=self.max_pool_s,
-            samples=self.samples)
+            sustained_pool_s=sustained_pool, max_pool_s=self.max_pool_s, samples=self.samples)
+
+
+def _median(values: list[float]) -> float:
+    """The lower median: a real sample, and 0 lateness wins a tie with a late one."""
+    return sorted(values)[(len(values) - 1) // 2]
 
 
 class LagMonitor:

@@ -11,7 +11,7 @@ the collector, which hears from every daemon, decides for the pool:
 - `stop`: end the run, saying which daemon lagged how far;
 - `warn`: say so and carry on (results are flagged; leases may lapse).
 
-A daemon's lag counts when it is *sustained*: late at every sample over its window, so a
+A daemon's lag counts when it is *sustained*: the median of its window's samples, so a
 single pause does not slow a whole pool. After a change the policy waits HOLDOFF_S of
 wall time for lag figures measured at the new scale.
 """

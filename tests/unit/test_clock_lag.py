@@ -90,14 +90,28 @@ def test_lag_window_figures():
     lw.add(10.5, 0.010, 100.0)
     lw.add(10.9, 0.004, 100.0)
     f = lw.figures()
-    assert (f.last_s, f.recent_max_s, f.sustained_s, f.max_s) == (0.004, 0.010, 0.002, 0.010)
-    assert f.recent_max_pool_s == pytest.approx(1.0) and f.sustained_pool_s == pytest.approx(0.2)
+    assert (f.last_s, f.recent_max_s, f.sustained_s, f.max_s) == (0.004, 0.010, 0.004, 0.010)
+    assert f.recent_max_pool_s == pytest.approx(1.0) and f.sustained_pool_s == pytest.approx(0.4)
     lw.add(11.8, 0.003, 100.0)                         # 10.0 and 10.5 leave the window
     f = lw.figures()
     assert (f.recent_max_s, f.sustained_s, f.max_s, f.samples) == (0.004, 0.003, 0.010, 4)
     # Asked while the timer is overdue: that counts as lag too.
     f = lw.figures(now_wall=13.0, scale=100.0, period_s=0.1)
     assert f.last_s == pytest.approx(1.1) and f.last_pool_s == pytest.approx(110.0)
+
+
+def test_sustained_is_the_median_over_most_of_the_window():
+    lw = LagWindow(window_s=2.0)
+    lw.add(0.0, 0.5, 1.0)
+    assert lw.figures().sustained_s == 0.0                # one sample is no window
+    for i in range(1, 11):
+        lw.add(i * 0.1, 0.001, 1.0)
+    lw.add(1.2, 1.0, 1.0)                                  # one long pause
+    f = lw.figures()
+    assert f.sustained_s == 0.001 and f.recent_max_s == 1.0
+    for i in range(8):                                     # then every turn of the loop is long
+        lw.add(1.5 + i * 0.5, 0.4, 1.0)
+    assert lw.figures().sustained_s == 0.4
 
 
 def test_a_negative_lateness_is_none():
