@@ -125,7 +125,8 @@ class CollectorDaemon(Daemon):
         action = lagpolicy.decide(policy, self.current_lags(now_wall), self.clock.scale, now_wall,
                                   self.lag_last_change)
         if isinstance(action, lagpolicy.Slow):
-            seg = self.clock.retime(now_wall + lagpolicy.NOTICE_S, action.scale)
+            notice = lagpolicy.notice_s(self.worst_recent_lag_wall(now_wall))
+            seg = self.clock.retime(now_wall + notice, action.scale)
             self.lag_last_change = now_wall
             self.lag_events["slowed"] += 1
             self.log.warning("lag: %s; HTCPOOL_LAG_POLICY = slow: TIME_SCALE %g -> %g from pool time %.0f "

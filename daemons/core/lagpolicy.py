@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 POLICIES = ("slow", "stop", "warn")
 HOLDOFF_S = 5.0          # wall seconds after a change before the next decision
-NOTICE_S = 2.0           # wall seconds between deciding a new scale and switching to it
+NOTICE_S = 2.0           # wall seconds between deciding a new scale and switching to it, at least
+MAX_NOTICE_S = 30.0      # ... and at most
 MAX_STEP = 10.0          # the most one change divides the scale by
 
 
@@ -90,3 +91,10 @@ def decide(policy: LagPolicy, lags: list[DaemonLag], scale: float, now_wall: flo
     target = policy.max_lag_s / 2.0 / w.sustained_wall_s
     new = max(policy.min_time_scale, scale / MAX_STEP, target)
     return Slow(new, what)
+
+
+def notice_s(worst_recent_lag_s: float) -> float:
+    """How far ahead to announce a change: a daemon whose loop turns take L seconds needs a
+    few turns to ask for the clock and hear the answer, and one that hears too late holds
+    its clock still until the new segment catches up with it."""
+    return min(MAX_NOTICE_S, max(NOTICE_S, 4.0 * worst_recent_lag_s))

@@ -40,7 +40,8 @@ def test_every_daemon_publishes_its_loop_lag(make_pool):
                 found = await _daemon_ads(c)
                 if len(found) < len(DAEMON_TYPES):
                     return None
-                return found if all(isinstance(attr(a, k), (int, float)) for a in found.values() for k in LAGS) else None
+                ok = all(isinstance(attr(a, k), (int, float)) for a in found.values() for k in LAGS)
+                return found if ok else None
             found = await wait_for(all_there, timeout_s=30, what="every daemon's ad with its loop lag")
             for t, a in found.items():
                 assert all(attr(a, k) >= 0 for k in LAGS), t

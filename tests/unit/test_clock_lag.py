@@ -153,3 +153,9 @@ def test_policy_stop_and_warn_name_the_daemon_and_the_knob():
     assert isinstance(stop, lagpolicy.Stop)
     assert "schedd s@h" in stop.reason and "HTCPOOL_MAX_LAG" in stop.reason and "100 pool s" in stop.reason
     assert isinstance(lagpolicy.decide(LagPolicy(policy="warn"), lags, 100.0, 0.0, None), lagpolicy.Warn)
+
+
+def test_a_change_is_announced_further_ahead_when_loops_turn_slowly():
+    assert lagpolicy.notice_s(0.01) == lagpolicy.NOTICE_S
+    assert lagpolicy.notice_s(1.5) == 6.0
+    assert lagpolicy.notice_s(60.0) == lagpolicy.MAX_NOTICE_S
