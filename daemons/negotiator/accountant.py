@@ -166,6 +166,17 @@ class Accountant:
             for name, inc in parse_limits(limits):
                 self.limit_usage[name] = self.limit_usage.get(name, 0.0) + inc
 
+    def remove_match(self, submitter: str, groups: list[str], cost: float, limits: str = "") -> None:
+        """A claim preempted this cycle (Accountant::AddMatch removes the slot's old match):
+        its user and groups stop being charged for it at once."""
+        self._charge(submitter, groups, -cost, -1.0)
+        for c in [self.customers.get(submitter)] + [self.customers.get(g) for g in groups]:
+            if c is not None:
+                c.weighted_used = max(0.0, c.weighted_used)
+                c.resources_used = max(0.0, c.resources_used)
+        for name, inc in parse_limits(limits):
+            self.limit_usage[name] = max(0.0, self.limit_usage.get(name, 0.0) - inc)
+
     # ---- concurrency limits -------------------------------------------------------
     def limit_max(self, name: str) -> float:
         """<NAME>_LIMIT, else CONCURRENCY_LIMIT_DEFAULT_<scope> (the part before the last dot), else the default."""

@@ -75,6 +75,14 @@ class ClaimsMixin:
             self.log.info("claim on %s for job %s refused: %s", slot_name, job.id, reply.reason)
             return
         now = self.clock.now()
+        if reply.pending:
+            # A preempting claim: the job waits (reserved) until the startd has vacated the slot.
+            claim = ScheddClaim(reply.claim_id, slot_name, addr, submitter, now, None, job.key, now, pending=True)
+            self.claims[claim.id] = claim
+            self.counters["claims"] += 1
+            self.log.info("Claim on %s for job %s accepted; waiting while the startd preempts its current claim",
+                          slot_name, job.id)
+            return
         claimed_ad = ads.parse_ad(reply.slot_ad.text, "claimed slot ad")
         claim = ScheddClaim(reply.claim_id, str(ads.get(claimed_ad, "Name", slot_name)), addr, submitter, now,
                             claimed_ad, None, now)
@@ -189,13 +197,45 @@ class ClaimsMixin:
             reason = f"CLAIM_WORKLIFE ({self.cfg.claim_worklife_s:.0f} s) reached"
         await self._release_claim(claim, reason)
 
+    async def _claim_ready(self, claim: ScheddClaim, slot_ad_text: str) -> None:
+        """A preempting claim now holds its slot: start the job that waited for it."""
+        try:
+            claim.slot_ad = ads.parse_ad(slot_ad_text, "claimed slot ad")
+        except ads.AdError as e:
+            self.log.warning("claim on %s is ready but carries a bad slot ad: %s", claim.slot_name, e)
+            claim.slot_ad = None
+        claim.pending = False
+        claim.created = self.clock.now()
+        key, claim.job = claim.job, None
+        job = self.queue.jobs.get(key) if key is not None else None
+        self.log.info("Claimed %s for job %s (%s) after preemption", claim.slot_name, job.id if job else "?",
+                      claim.submitter)
+        if job is None or claim.slot_ad is None:
+            if job is not None:
+                job.reserved = False
+            await self._release_claim(claim, "the job that waited for the slot is gone")
+            return
+        await self._activate(claim, job)
+
     async def on_claim_events(self, events: Iterable[schedd_pb2.ClaimEvent]) -> int:
         accepted = 0
         finished: list[Job] = []
         freed: list[ScheddClaim] = []
         for ev in events:
-            job = self.queue.get(ev.job_id)
             claim = self.claims.get(ev.claim_id)
+            if claim is not None and claim.pending:
+                # News of a preempting claim: the slot is ours now, or it will never be.
+                if ev.kind == schedd_pb2.CLAIM_READY:
+                    accepted += 1
+                    self.spawn(self._claim_ready(claim, ev.slot_ad.text), f"schedd:ready:{claim.slot_name}")
+                else:
+                    self.claims.pop(claim.id, None)
+                    waiting = self.queue.jobs.get(claim.job) if claim.job is not None else None
+                    if waiting is not None:
+                        waiting.reserved = False
+                    self.log.info("Claim on %s will not be ours: %s", claim.slot_name, ev.reason or "lost")
+                continue
+            job = self.queue.get(ev.job_id)
             if job is None or job.status != RUNNING or job.attrs.get("ClaimId") != _quote(ev.claim_id):
                 # A duplicate, or news of a claim this schedd has already given up.
                 if claim is not None and ev.kind != schedd_pb2.JOB_EXITED:
@@ -293,6 +333,10 @@ class ClaimsMixin:
     async def _claim_lost(self, claim: ScheddClaim, reason: str) -> None:
         self.claims.pop(claim.id, None)
         job = self.queue.jobs.get(claim.job) if claim.job else None
+        if claim.pending:
+            if job is not None:
+                job.reserved = False   # it waited for a preempting claim that will not come
+            return
         if job is None or job.status != RUNNING:
             return
         t = int(self.clock.now())

@@ -21,6 +21,10 @@ class ScheddClaim:
     slot_ad: classad2.ClassAd | None   # None after a restart: the claim is then not reused
     job: tuple[int, int] | None = None
     last_alive_ok: float = 0.0
+    # A preempting claim: the startd gives the slot once the current claim has retired
+    # and been vacated (a CLAIM_READY event); `job` is then the job waiting for it.
+    pending: bool = False
+    limits: str = ""                   # ConcurrencyLimits of the job the negotiator matched (claim recycling)
 
 
 @dataclass

@@ -86,7 +86,8 @@ NEGOTIATOR_CYCLE_DELAY = 0
 # model has one cadence): no cycle sooner than C after the last start.
 NEGOTIATOR_MIN_INTERVAL = {interval:g}
 NEGOTIATOR_CYCLE_HISTORY = 100000
-# HTCondor's default slot layout: NUM_CPUS static 1-cpu slots; one workload per machine.
+# Static 1-cpu slots, one per cpu (HTCondor 23+ defaults to one partitionable slot); one workload per machine.
+SLOT_TYPE_0_PARTITIONABLE = False
 NUM_CPUS = {slots}
 MEMORY = {memory}
 START = TARGET.CadenceMachine =?= MY.Machine
