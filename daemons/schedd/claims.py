@@ -40,18 +40,25 @@ class ClaimsMixin:
     def _startd(self, address: str) -> startd_pb2_grpc.StartdStub:
         return startd_pb2_grpc.StartdStub(self.channels.get(address))
 
+    def _recycling_limits(self, limits: str) -> str | None:
+        """The ConcurrencyLimits a job must have to start on a claim without the negotiator
+        (CLAIM_RECYCLING_CONSIDER_LIMITS), or None if they are not considered."""
+        return limits if self.cfg.claim_recycling_consider_limits else None
+
     async def _claim_and_run(self, job: Job, claim_id: str, slot_ad_text: str, submitter: str,
-                             consumed: dict[str, int] | None = None) -> None:
+                             consumed: dict[str, int] | None = None, limits: str = "") -> None:
         """Claim a matched slot and start the job; with MAX_PENDING_STARTD_CONTACTS, at most
-        that many at a time (the others wait their turn without costing anything)."""
+        that many at a time (the others wait their turn without costing anything). `limits`:
+        the concurrency limits the negotiator counted this match against ("" for leftovers,
+        which the negotiator never saw)."""
         if self._contacts is None:
-            await self._claim_and_run_now(job, claim_id, slot_ad_text, submitter, consumed)
+            await self._claim_and_run_now(job, claim_id, slot_ad_text, submitter, consumed, limits)
             return
         async with self._contacts:
-            await self._claim_and_run_now(job, claim_id, slot_ad_text, submitter, consumed)
+            await self._claim_and_run_now(job, claim_id, slot_ad_text, submitter, consumed, limits)
 
     async def _claim_and_run_now(self, job: Job, claim_id: str, slot_ad_text: str, submitter: str,
-                                 consumed: dict[str, int] | None = None) -> None:
+                                 consumed: dict[str, int] | None = None, limits: str = "") -> None:
         try:
             slot_ad = ads.parse_ad(slot_ad_text, "matched slot ad")
         except ads.AdError as e:
@@ -77,7 +84,8 @@ class ClaimsMixin:
         now = self.clock.now()
         if reply.pending:
             # A preempting claim: the job waits (reserved) until the startd has vacated the slot.
-            claim = ScheddClaim(reply.claim_id, slot_name, addr, submitter, now, None, job.key, now, pending=True)
+            claim = ScheddClaim(reply.claim_id, slot_name, addr, submitter, now, None, job.key, now, pending=True,
+                                limits=limits)
             self.claims[claim.id] = claim
             self.counters["claims"] += 1
             self.log.info("Claim on %s for job %s accepted; waiting while the startd preempts its current claim",
@@ -85,7 +93,7 @@ class ClaimsMixin:
             return
         claimed_ad = ads.parse_ad(reply.slot_ad.text, "claimed slot ad")
         claim = ScheddClaim(reply.claim_id, str(ads.get(claimed_ad, "Name", slot_name)), addr, submitter, now,
-                            claimed_ad, None, now)
+                            claimed_ad, None, now, limits=limits)
         self.claims[claim.id] = claim
         self.counters["claims"] += 1
         self.log.info("Claimed %s for job %s (%s)", claim.slot_name, job.id, submitter)
@@ -97,7 +105,10 @@ class ClaimsMixin:
     async def _claim_leftover(self, leftover_text: str, claim_id: str, submitter: str) -> None:
         """CLAIM_PARTITIONABLE_LEFTOVERS: claim what is left of the p-slot for another job at once."""
         slot_ad = ads.parse_ad(leftover_text, "leftover slot ad")
-        job = scheduling.pick_job_for_slot(scheduling.idle_jobs(self.queue, submitter), slot_ad, self.clock.now())
+        # schedd.cpp drops MatchedConcurrencyLimits from the leftover ad: the negotiator
+        # counted only the first match, so only a job without limits may take the rest.
+        job = scheduling.pick_job_for_slot(scheduling.idle_jobs(self.queue, submitter), slot_ad, self.clock.now(),
+                                           self._recycling_limits(""))
         if job is None:
             return
         job.reserved = True
@@ -116,7 +127,7 @@ class ClaimsMixin:
             # serves another idle job of the submitter that fits, or goes back.
             job.reserved = False
             other = (scheduling.pick_job_for_slot(scheduling.idle_jobs(self.queue, claim.submitter),
-                                                  claim.slot_ad, self.clock.now())
+                                                  claim.slot_ad, self.clock.now(), self._recycling_limits(claim.limits))
                      if claim.slot_ad is not None else None)
             self.log.info("job %s is no longer idle (status %d) now that %s is claimed for it; %s", job.id,
                           job.status, claim.slot_name, f"job {other.id} takes the claim" if other else
@@ -183,14 +194,15 @@ class ClaimsMixin:
         if scheduling.claim_reusable(claim, now, self.cfg.claim_worklife_s):
             assert claim.slot_ad is not None
             job = scheduling.pick_job_for_slot(scheduling.idle_jobs(self.queue, claim.submitter),
-                                               claim.slot_ad, now)
+                                               claim.slot_ad, now, self._recycling_limits(claim.limits))
             if job is not None:
                 job.reserved = True
                 self.counters["claim_reuses"] += 1
                 self.log.info("Reusing claim on %s for job %s", claim.slot_name, job.id)
                 await self._activate(claim, job)
                 return
-            reason = "no idle job matches the slot"
+            reason = "no idle job matches the slot" + (
+                f" with ConcurrencyLimits {claim.limits!r}" if self.cfg.claim_recycling_consider_limits else "")
         elif claim.slot_ad is None:
             reason = "claim reconnected after a restart"
         else:

@@ -378,6 +378,11 @@ class Machine:
             return False, f"{self.name_of(slot)} is already running job {c.job_id}", 0.0
         if slot.pre is not None or slot.state != CLAIMED:
             return False, f"{self.name_of(slot)} is being preempted ({slot.state}/{slot.activity}): no new jobs", 0.0
+        # command.cpp activate_claim: the slot's Requirements (START, WithinResourceLimits)
+        # must accept this job too; a claim reused for another job is checked again here.
+        job_ad["CurrentTime"] = int(now)
+        if not job_ad.matches(self.classad(slot, now)):
+            return False, f"{self.name_of(slot)}: Slot does not match job (the slot's Requirements reject it)", 0.0
         cluster = ads.get(job_ad, "ClusterId")
         proc = ads.get(job_ad, "ProcId")
         c.job_id = f"{cluster}.{proc}"
