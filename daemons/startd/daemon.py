@@ -116,8 +116,7 @@ class StartdDaemon(Daemon):
                                     decided or None, preempting=preempting)
         if out.ok and out.pending:
             self.claims_granted += 1
-            self.log.info("%s: preempting claim for %s accepted: State change: preempting claim of %s (%s)",
-                          out.slot_name, submitter, current, slot.preempt_reason)
+            self.log.info("%s: preempting claim of %s for %s accepted", out.slot_name, current, submitter)
             self._changed()
         elif out.ok:
             self.claims_granted += 1
@@ -304,6 +303,8 @@ class StartdDaemon(Daemon):
         preemption under way at its next deadline (end of retirement, end of vacate)."""
         assert self.model is not None
         for m in self.model.machines.values():
+            while m.notes:
+                self.log.info("%s", m.notes.pop(0))
             for s in m.slots.values():
                 c = s.claim
                 if c is None:
@@ -314,12 +315,8 @@ class StartdDaemon(Daemon):
                     self._timers[key] = self.clock.call_at(due, lambda cid=c.id: self._preempt_tick(cid))
             while m.outbox:
                 ev = m.outbox.pop(0)
-                if ev.kind == "claim_ready":
-                    self.log.info("%s: preempting claim of %s now holds the slot", ev.slot_name,
-                                  ev.schedd_address)
-                elif ev.kind == "evicted":
+                if ev.kind == "evicted":
                     self.jobs_evicted += 1
-                    self.log.info("%s: job %s evicted (%s)", ev.slot_name, ev.job_id, ev.reason)
                     self._cancel_timer(ev.claim_id)
                     self._cancel_timer(f"evict:{ev.claim_id}")
                 self._queue_event(ev)
@@ -333,11 +330,7 @@ class StartdDaemon(Daemon):
         machine, slot = found
         if slot.claim is None or slot.claim.id != claim_id:
             return
-        before = (slot.state, slot.activity)
         preemption.tick(machine, slot, self.clock.now())
-        if slot.claim is not None and (slot.state, slot.activity) != before:
-            self.log.info("%s: State change: %s/%s -> %s/%s (%s)", machine.name_of(slot), *before, slot.state,
-                          slot.activity, slot.preempt_reason)
         self._drain_progress(machine)
         self._changed()
 

@@ -36,6 +36,14 @@ if TYPE_CHECKING:
 PREEMPT_REASON = "PREEMPT expression evaluated to True"
 
 
+def _change(machine: "Machine", slot: "Slot", state: str, activity: str, now: float) -> None:
+    """A state change, noted in the StartLog's words."""
+    if (state, activity) != (slot.state, slot.activity):
+        machine.notes.append(f"{machine.name_of(slot)}: Changing state and activity: {slot.state}/{slot.activity} "
+                             f"-> {state}/{activity}")
+    slot.set_state(state, activity, now)
+
+
 def request_preempting_claim(machine: "Machine", slot: "Slot", job_ad: classad2.ClassAd, schedd_name: str,
                              schedd_address: str, submitter: str, now: float) -> "ClaimOutcome":
     from daemons.startd.slots import Claim, ClaimOutcome
@@ -61,6 +69,9 @@ def request_preempting_claim(machine: "Machine", slot: "Slot", job_ad: classad2.
         slot.capability = ""
     why = (f"preempted by {submitter}: machine rank {rank:g} beats {current.rank:g}" if rank > current.rank
            else f"preempted by {submitter} for user priority")
+    machine.notes.append(f"{name}: Preempting claim has correct ClaimId; State change: preempting claim based on "
+                         f"{'machine rank' if rank > current.rank else 'user priority'} ({current.submitter} for "
+                         f"{submitter})")
     begin(machine, slot, now, why)
     return ClaimOutcome(True, claim_id=pre.id, slot_name=name, pending=True)
 
@@ -79,7 +90,7 @@ def begin(machine: "Machine", slot: "Slot", now: float, reason: str) -> None:
     deadline = policy.retirement_deadline(machine, slot, now)
     if deadline > now:
         slot.retire_until = deadline
-        slot.set_state(CLAIMED, RETIRING, now)
+        _change(machine, slot, CLAIMED, RETIRING, now)
     else:
         vacate(machine, slot, now)
 
@@ -91,11 +102,11 @@ def vacate(machine: "Machine", slot: "Slot", now: float) -> None:
     if policy.wants_vacate(machine, slot, now) and not policy.kill_now(machine, slot, now):
         t = policy.vacate_time(machine, slot, now)
         if t > 0:
-            slot.set_state(PREEMPTING, VACATING, now)
+            _change(machine, slot, PREEMPTING, VACATING, now)
             slot.vacate_until = now + t
             machine.dirty = True
             return
-    slot.set_state(PREEMPTING, KILLING, now)
+    _change(machine, slot, PREEMPTING, KILLING, now)
     end_claim(machine, slot, now)
 
 
@@ -106,6 +117,8 @@ def end_claim(machine: "Machine", slot: "Slot", now: float) -> None:
     c = slot.claim
     assert c is not None
     reason = slot.preempt_reason or "claim preempted"
+    if c.job_id:
+        machine.notes.append(f"{machine.name_of(slot)}: job {c.job_id} evicted ({reason})")
     ev = machine.release(slot, now, reason)
     if ev is None:
         # A claim without a job: its schedd must still learn that the claim is gone.
@@ -125,7 +138,8 @@ def take_over(machine: "Machine", slot: "Slot", now: float) -> None:
     pre.job_ad_at_claim = None
     pre.last_alive = now
     slot.claim = pre
-    slot.set_state(CLAIMED, IDLE, now)
+    machine.notes.append(f"{machine.name_of(slot)}: the preempting claim of {pre.submitter} now holds the slot")
+    _change(machine, slot, CLAIMED, IDLE, now)
     slot.capability = machine._offer(slot)
     machine.dirty = True
     machine.outbox.append(JobEvent("claim_ready", pre.id, "", machine.name_of(slot), pre.schedd_address, now,
@@ -179,7 +193,7 @@ def withdraw(machine: "Machine", slot: "Slot", now: float) -> None:
     if slot.activity == RETIRING and slot.preempt_reason != PREEMPT_REASON:
         slot.retire_until = 0.0
         slot.preempt_reason = ""
-        slot.set_state(CLAIMED, BUSY, now)
+        _change(machine, slot, CLAIMED, BUSY, now)
     if not slot.capability and not slot.preempt_reason:
         slot.capability = machine._offer(slot)
 

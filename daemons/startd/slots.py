@@ -194,6 +194,7 @@ class Machine:
         self.wrl = within_resource_limits(cfg.custom_resources)
         # Events that state changes produced for schedds (preemption); the daemon sends them.
         self.outbox: list[JobEvent] = []
+        self.notes: list[str] = []   # StartLog lines of state changes the daemon did not ask for itself
         slot_id = 0
         for t in cfg.slot_types:
             for _ in range(t.count):
