@@ -47,7 +47,9 @@ async def test_an_idle_schedd_killed_after_its_jobs_finished_keeps_one_record_ea
 @pytest.mark.parametrize("point", ["schedd.completion.before_commit", "schedd.completion.after_commit",
                                    "schedd.completion.after_history"])
 async def test_a_crash_at_each_point_of_the_completion_path_records_the_job_once(make_pool, point):
-    pool = make_pool("NUM_CPUS = 2\n" + PSLOT + "ALIVE_INTERVAL = 20\n", start=False)
+    # The claims' lease (ALIVE_INTERVAL x MAX_CLAIM_ALIVES_MISSED) must outlast the schedd's
+    # restart even on a loaded machine, or the running job's claim is lost and it runs again.
+    pool = make_pool("NUM_CPUS = 2\n" + PSLOT + "ALIVE_INTERVAL = 20\nMAX_CLAIM_ALIVES_MISSED = 60\n", start=False)
     pool.extra_env["HTCPOOL_CRASHPOINTS"] = point
     pool.start()
     async with PoolClient(pool.collector_address) as c:
