@@ -33,12 +33,13 @@ from daemons.core.log import EACH_LINE_STAMPED
 from daemons.core.rpc import describe
 from daemons.negotiator.accountant import Accountant
 from daemons.negotiator.config import NegotiatorConfig
-from daemons.negotiator.cycle import DONE, ERROR, RESUME, Cycle, Outcome, Session, Submitter
+from daemons.negotiator.cycle import ERROR, Cycle, Session, Submitter
 from daemons.negotiator.matchmaker import Matchmaker, SlotCache
 from daemons.negotiator.preemption import Preemption
 from daemons.negotiator.significant import SignificantAttributes
+from daemons.negotiator.streams import Outgoing, ScheddError, ScheddStream
 from daemons.negotiator.slotads import SlotView
-from daemons.pb.htcpool import common_pb2, negotiator_pb2, negotiator_pb2_grpc, schedd_pb2, schedd_pb2_grpc
+from daemons.pb.htcpool import negotiator_pb2_grpc, schedd_pb2, schedd_pb2_grpc
 
 __all__ = ["CycleRecord", "NegotiatorConfig", "NegotiatorDaemon"]
 
@@ -83,65 +84,6 @@ class _Phases:
         self.t = now
 
 
-class _Outgoing:
-    """What a session has decided and not yet sent: matches and rejections, and log lines.
-
-    They travel as one message and one log record per batch of requests (the lines
-    still read as HTCondor's, each stamped): a message per match would cost more
-    than the matching itself.
-    """
-
-    def __init__(self, log) -> None:
-        self.log = log
-        self.msg = schedd_pb2.NegotiatorMessage()
-
-    def add(self, outcomes: list[Outcome]) -> None:
-        for o in outcomes:
-            if o.match is not None:
-                m = self.msg.outcomes.outcomes.add().match
-                m.request_id = o.request_id
-                m.claim_id = o.match.claim_id
-                m.slot_ad.text = o.match.slot_ad_text
-                m.preempting = o.match.preempting
-                if o.match.consumed:
-                    m.consumed.update(dict(o.match.consumed))
-            else:
-                r = self.msg.outcomes.outcomes.add().reject
-                r.request_id = o.request_id
-                r.reason = o.reason
-
-    def log_lines(self, lines: list[str]) -> None:
-        if lines:
-            self.log.info("%s", "\n".join(lines), extra=EACH_LINE_STAMPED)
-
-    async def flush(self, call, session: Session) -> None:
-        self.add(session.take_outcomes())
-        self.log_lines(session.take_lines())
-        if self.msg.HasField("outcomes"):
-            msg, self.msg = self.msg, schedd_pb2.NegotiatorMessage()
-            await call.write(msg)
-
-
-@dataclass
-class _ScheddStream:
-    call: Any          # the Negotiate stream-stream call
-    opened: float      # time.monotonic() when it opened
-
-    async def close(self) -> None:
-        try:
-            if not self.call.done():
-                await self.call.write(schedd_pb2.NegotiatorMessage(end=schedd_pb2.NegotiateEnd()))
-                await self.call.done_writing()
-                while await self.call.read() is not grpc.aio.EOF:
-                    pass
-        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
-            pass
-
-
-class _ScheddError(Exception):
-    """A schedd broke the negotiation protocol."""
-
-
 class NegotiatorDaemon(Daemon):
     role = "negotiator"
     my_type = "Negotiator"
@@ -164,14 +106,15 @@ class NegotiatorDaemon(Daemon):
         self.last_quotas: dict[str, float] = {}
         self._cycle_autoclusters: set[object] = set()   # autocluster ids of this cycle's request ads
         self._preemption = Preemption(cfg.preemption)
-        self._streams: dict[str, _ScheddStream] = {}     # this cycle's Negotiate streams, by schedd address
+        self._streams: dict[str, ScheddStream] = {}     # this cycle's Negotiate streams, by schedd address
         self._closing: list[asyncio.Future] = []
 
     def default_name(self) -> str:
         return self.common.full_hostname
 
     def add_services(self, server: grpc.aio.Server) -> None:
-        negotiator_pb2_grpc.add_NegotiatorServicer_to_server(_NegotiatorService(self), server)
+        from daemons.negotiator.service import NegotiatorService
+        negotiator_pb2_grpc.add_NegotiatorServicer_to_server(NegotiatorService(self), server)
 
     # ---- accountant persistence -------------------------------------------------
     def _load_accountant(self) -> Accountant:
@@ -415,7 +358,7 @@ class NegotiatorDaemon(Daemon):
         return w if w is not None and w >= 0 else 1.0
 
     # ---- one submitter -----------------------------------------------------------------
-    def _stream(self, address: str) -> "_ScheddStream":
+    def _stream(self, address: str) -> ScheddStream:
         """The cycle's Negotiate stream to a schedd: every submitter of that schedd negotiates
         over it in turn (HTCondor keeps its sockets to schedds in a cache the same way). A
         stream is reused while less than a quarter of NEGOTIATOR_TIMEOUT has passed since it
@@ -427,7 +370,7 @@ class NegotiatorDaemon(Daemon):
             self._streams.pop(address)
             self._closing.append(asyncio.ensure_future(s.close()))
         stub = schedd_pb2_grpc.ScheddStub(self.channels.get(address))
-        s = self._streams[address] = _ScheddStream(stub.Negotiate(timeout=self.cfg.timeout_s), time.monotonic())
+        s = self._streams[address] = ScheddStream(stub.Negotiate(timeout=self.cfg.timeout_s), time.monotonic())
         return s
 
     async def _close_streams(self) -> None:
@@ -454,7 +397,7 @@ class NegotiatorDaemon(Daemon):
         except Exception as e:   # a malformed address
             return self._failed(session, rec, e)
         call = stream.call
-        out = _Outgoing(self.log)
+        out = Outgoing(self.log)
         try:
             await call.write(schedd_pb2.NegotiatorMessage(start=schedd_pb2.NegotiateStart(
                 submitter=session.name, cycle=rec.cycle, pool_time=rec.start,
@@ -467,7 +410,7 @@ class NegotiatorDaemon(Daemon):
                     send_requests=schedd_pb2.SendRequests(max_requests=self.cfg.request_list_size)))
                 reply = await call.read()
                 if reply is grpc.aio.EOF or reply.WhichOneof("msg") != "requests":
-                    raise _ScheddError("the schedd ended the negotiation without sending its requests")
+                    raise ScheddError("the schedd ended the negotiation without sending its requests")
                 batch = reply.requests
                 for req in batch.requests:
                     if session.stopped:
@@ -496,7 +439,7 @@ class NegotiatorDaemon(Daemon):
         return session.result()
 
     def _failed(self, session: Session, rec: CycleRecord, e: BaseException) -> str:
-        expected = isinstance(e, (grpc.aio.AioRpcError, ads.AdError, _ScheddError, asyncio.InvalidStateError))
+        expected = isinstance(e, (grpc.aio.AioRpcError, ads.AdError, ScheddError, asyncio.InvalidStateError))
         why = describe(e) if isinstance(e, grpc.aio.AioRpcError) else f"{type(e).__name__}: {e}"
         self.log.warning("  Negotiation with %s at <%s> failed: %s", session.name, session.address, why,
                          exc_info=None if expected else e)
@@ -572,44 +515,3 @@ class NegotiatorDaemon(Daemon):
                   "user_weighted_in_use": {(("user", c.name),): c.weighted_used
                                            for c in self.accountant.customers.values()}})
         return m
-
-
-class _NegotiatorService(negotiator_pb2_grpc.NegotiatorServicer):
-    def __init__(self, daemon: NegotiatorDaemon) -> None:
-        self.d = daemon
-
-    async def Reschedule(self, request: common_pb2.Empty, context) -> negotiator_pb2.RescheduleReply:
-        return negotiator_pb2.RescheduleReply(next_cycle=self.d.reschedule())
-
-    async def CycleHistory(self, request: negotiator_pb2.CycleHistoryRequest,
-                           context) -> negotiator_pb2.CycleHistoryReply:
-        records = list(self.d.history)
-        if request.last > 0:
-            records = records[-request.last:]
-        return negotiator_pb2.CycleHistoryReply(cycles=[
-            negotiator_pb2.CycleRecord(cycle=r.cycle, start=r.start, end=r.end, matches=r.matches,
-                                       rejections=r.rejections, duration=r.duration,
-                                       wall_duration=r.wall_duration, slots=r.slots,
-                                       submitters=r.submitters, rescheduled=r.rescheduled,
-                                       requests=r.requests, considered=r.considered, significant=r.significant,
-                                       pool_weight=r.pool_weight, cpu_duration=r.cpu_duration,
-                                       slot_groups=r.slot_groups, autoclusters=r.autoclusters, phases=r.phases,
-                                       evaluations=r.evaluations, preemptions=r.preemptions, order=r.order,
-                                       failed=r.failed, error=r.error)
-            for r in records])
-
-    async def UserPrio(self, request: negotiator_pb2.UserPrioRequest, context) -> negotiator_pb2.UserPrioReply:
-        last, entries = self.d.userprio(request.all_users)
-        return negotiator_pb2.UserPrioReply(last_update=last,
-                                            entries=[negotiator_pb2.UserPrioEntry(**e) for e in entries])
-
-    async def SetUserPrio(self, request: negotiator_pb2.SetUserPrioRequest, context) -> negotiator_pb2.UserPrioEntry:
-        if not request.name.strip():
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "name a submitter (user@domain) or a group")
-        if request.factor < 0 or request.priority < 0:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a priority or factor must not be negative")
-        if not request.factor and not request.priority:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "give a factor or a priority to set")
-        entry = self.d.set_userprio(request.name, request.factor, request.priority)
-        await self.d._save_accountant()
-        return negotiator_pb2.UserPrioEntry(**entry)

@@ -38,7 +38,7 @@ import classad2
 from daemons.core import ads
 from daemons.startd import policy
 from daemons.startd.config import STANDARD, Resources, SlotTypeSpec, StartdConfig
-from daemons.startd.slotad import WITHIN_RESOURCE_LIMITS, slot_ad, within_resource_limits
+from daemons.startd.slotad import slot_ad, within_resource_limits
 
 if TYPE_CHECKING:
     from daemons.startd.drain import DrainState

@@ -61,7 +61,7 @@ async def test_a_user_with_better_priority_preempts(make_pool):
     log = (pool.state_dir / "log" / "NegotiatorLog").read_text()
     assert "Preempting hog@testhost (user prio=" in log
     assert f"on {slot} for newbie@testhost (user prio=500.00, startd rank=0.00)" in log
-    assert "newbie@testhost <" in log and f"preempting hog@testhost <" in log
+    assert "newbie@testhost <" in log and "preempting hog@testhost <" in log
 
 
 async def test_startd_rank_preempts_for_a_job_it_prefers(make_pool):
