@@ -137,3 +137,20 @@ def test_bad_autocluster_knobs_stop_the_schedd(tmp_path):
         assert r.returncode == 2, r.stderr
         assert message in r.stderr, r.stderr
         assert "ac.conf, line 2" in r.stderr
+
+
+async def test_a_partly_matched_request_counts_every_job_considered(make_pool):
+    """HTCondor's negotiator counts every job it is asked about (num_jobs_considered): a
+    request for three jobs of one autocluster on a pool of two slots is three considered,
+    two matched and one rejected, and the rejection's reason reaches the third job."""
+    pool = make_pool(STATIC + "NUM_CPUS = 2\nNEGOTIATOR_CONSIDER_PREEMPTION = False\n")
+    async with PoolClient(pool.collector_address) as c:
+        await wait_slots(c, 2)
+        await c.submit("executable = /bin/sleep\narguments = 100000\nqueue 3\n", "three.sub", "pat")
+
+        async def matching_cycle():
+            return next((r for r in await c.cycles() if r.matches), None)
+        cycle = await wait_for(matching_cycle, timeout_s=30, what="the cycle that matches")
+        assert (cycle.requests, cycle.considered, cycle.matches, cycle.rejections) == (1, 3, 2, 1)
+        idle = await wait_jobs(c, "JobStatus == 1 && LastRejMatchReason =!= undefined", 1)
+        assert attr(idle[0], "LastRejMatchReason") == "no match found"

@@ -166,3 +166,12 @@ def test_shares_come_from_every_submitter_with_preemption_considered():
     run(cyc, {"a@d": [(request("a"), 4)]})
     assert cyc.last_limits["a@d"] == (0.5, 2.0)
     assert math.isclose(sum(share for share, _ in cyc.last_limits.values()), 1.0)
+
+
+def test_a_partly_matched_request_counts_its_matches_and_its_rejection():
+    # One request for three jobs, two slots: two matches and a rejection, three ads considered
+    # (HTCondor's num_jobs_considered counts every job it was asked about).
+    cyc = cycle([slot(1), slot(2)], [Submitter("a@d", "s:1", idle=3)])
+    got = summary(run(cyc, {"a@d": [(request("a"), 3)]}))
+    assert got == [("a@d", ["slot1@h", "slot2@h", "no match found"], "resume")]   # its whole share used
+    assert (cyc.counts.requests, cyc.counts.considered, cyc.counts.matches, cyc.counts.rejections) == (1, 3, 2, 1)
