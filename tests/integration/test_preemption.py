@@ -83,8 +83,9 @@ async def test_startd_rank_preempts_for_a_job_it_prefers(make_pool):
         joe = (await c.jobs('Owner == "joe"'))[0]
         assert attr(joe, "JobStatus") == 1
         assert "machine rank 1 beats 0" in attr(joe, "VacateReason")
-        slot = (await c.ads("Machine"))[0]
-        assert attr(slot, "CurrentRank") == 1.0
+        # The startd's update of the slot may trail the schedd's view by a moment.
+        vip_slot = await wait_slots(c, 1, 'RemoteOwner == "vip@testhost"')
+        assert attr(vip_slot[0], "CurrentRank") == 1.0
         # vip's job ends; joe's runs again and completes: each job completes once.
         done = await wait_jobs(c, "true", 2, history=True, timeout_s=60)
         assert sorted((attr(j, "Owner"), attr(j, "NumJobStarts")) for j in done) == [("joe", 2), ("vip", 1)]
