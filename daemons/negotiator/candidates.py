@@ -41,7 +41,7 @@ class Candidate:
     """
 
     __slots__ = ("name", "view", "claim_id", "order", "consumption", "claims_left", "_now", "_ad", "weight",
-                 "group_key", "remote_user", "remote_attrs")
+                 "group_key", "remote_user", "remote_attrs", "match_key")
 
     def __init__(self, name: str, view: SlotView, claim_id: str, order: int, consumption: tuple[str, ...] = (),
                  claims_left: int = 1, now: float = 0.0, remote_user: str = "",
@@ -58,6 +58,7 @@ class Candidate:
         self.group_key: tuple = ()         # slots with equal keys match and rank alike
         self.remote_user = remote_user     # a claimed slot's user ("" if unclaimed)
         self.remote_attrs = remote_attrs or {}
+        self.match_key: tuple | None = None   # Matchmaker._match_key
 
     @property
     def claimed(self) -> bool:

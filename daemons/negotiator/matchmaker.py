@@ -92,6 +92,7 @@ class Matchmaker:
     _slow_requests: dict[tuple[str, str], bool] = field(default_factory=dict, repr=False)
     _cache: "SlotCache | None" = field(default=None, repr=False)
     _positions: Callable[[tuple[str, ...]], tuple[int, ...]] = field(default=lambda names: (), repr=False)
+    _match_positions: Callable[[tuple[str, ...]], tuple[int, ...]] = field(default=lambda names: (), repr=False)
     # Match.jobs_in_slot costs evaluations per match; only NEGOTIATOR_DEPTH_FIRST uses it.
     count_jobs_in_slot: bool = True
     # (pre/post, slot group) -> [job attributes the policy can reach (None: any), its value]
@@ -163,6 +164,10 @@ class Matchmaker:
             referenced |= machine_refs
         mm.instance_attrs = frozenset(INSTANCE_ATTRS - referenced)
         mm._positions = referenced_positions(mm.instance_attrs)
+        slot_refs: set[str] = set()
+        for machine_refs in {c.view.machine_refs for c in candidates}:
+            slot_refs |= machine_refs
+        mm._match_positions = referenced_positions(frozenset(INSTANCE_ATTRS - slot_refs))
         by_key: dict[tuple, Group] = {}
         passive: dict[tuple, _Passive] = {}
         for c in candidates:
@@ -335,14 +340,34 @@ class Matchmaker:
         # group is evaluated once per call (a consumption policy's slot changes: each time).
         scores: dict[tuple, Any] = {}
         verdicts: dict[tuple, Any] = {}
+        rank_prefers: dict[tuple, bool] = {}    # by match key: the slot's RANK strictly prefers this request
+        matched: dict[tuple, bool] = {}         # by match key: both Requirements hold
         while len(out) < count:
             self.considered += 1
             best = second = None   # (key, group, candidate, cost, consumed, state)
             limited = policy_refused = False
+            deferred: list[Group] = []
             for g in self.groups:
                 claimed = g.first.claimed
                 if only_startd_rank and not claimed:
                     continue   # matchmakingAlgorithm: unclaimed slots are ignored in this mode
+                if claimed and not slow:
+                    # Most claimed slots cannot be preempted by this request: the slot does not
+                    # prefer it and priority preemption is off (PREEMPTION_REQUIREMENTS = False,
+                    # HTCondor's default). They only matter for a rejection's reason.
+                    c0 = g.first
+                    mk = self._match_key(c0)
+                    prefers = rank_prefers.get(mk)
+                    if prefers is None:
+                        prefers = rank_prefers[mk] = pre.rank_prefers(c0, request)
+                    if not prefers:
+                        if only_startd_rank:
+                            continue
+                        if c0.remote_user == submitter:
+                            continue   # the submitter's own slot, and the slot does not prefer this job
+                        if not pre.prio_possible:
+                            deferred.append(g)
+                            continue
                 for c in (g.members if slow else g.members[:1]):
                     if slow or c.consumption:
                         scored = self._score(request, rank_of_job, c)
@@ -376,8 +401,8 @@ class Matchmaker:
                     elif second is None or entry[0] > second[0]:
                         second = entry
             if best is None:
-                if not policy_refused and not only_startd_rank and self.passive:
-                    policy_refused = self._passive_refuses(request, submitter)
+                if not policy_refused and not only_startd_rank:
+                    policy_refused = self._refused_by_policy(request, submitter, deferred, matched)
                 reason = PREEMPTION_REQUIREMENTS_FALSE if policy_refused else SUBMITTER_LIMIT if limited \
                     else NO_MATCH
                 return out, Rejection(reason, limited)
@@ -397,16 +422,28 @@ class Matchmaker:
                 return out, Rejection(NO_MATCH)
         return out, None
 
-    def _passive_refuses(self, request: classad2.ClassAd, submitter: str) -> bool:
+    def _match_key(self, c: Candidate) -> tuple:
+        """Slots with equal match keys match (and rank) a request alike: their shape and the
+        instance attributes the slots' own expressions look at; the user holding them, and
+        what only the negotiator's policies look at, left out."""
+        key = c.match_key
+        if key is None:
+            key = c.match_key = c.view.key(self._match_positions)
+        return key
+
+    def _refused_by_policy(self, request: classad2.ClassAd, submitter: str, deferred: list[Group],
+                           matched: dict[tuple, bool]) -> bool:
         """Would a claimed slot of another user have matched, had PREEMPTION_REQUIREMENTS
-        allowed it? Then the rejection says so."""
+        allowed it? Then the rejection says so ("PREEMPTION_REQUIREMENTS == False")."""
         if not self.preemption.cfg.consider:
             return False
-        for p in self.passive:
-            if p.users == {submitter}:
-                continue
-            self.evaluations += 1
-            if symmetric_match(request, p.first.ad):
+        for first in [g.first for g in deferred] + [p.first for p in self.passive if p.users != {submitter}]:
+            key = self._match_key(first)
+            ok = matched.get(key)
+            if ok is None:
+                self.evaluations += 1
+                ok = matched[key] = symmetric_match(request, first.ad)
+            if ok:
                 return True
         return False
 

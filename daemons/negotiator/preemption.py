@@ -90,6 +90,11 @@ class Preemption:
         r, c = ads.as_float(classad2.ExprTree(rank).eval()), ads.as_float(classad2.ExprTree(current).eval())
         return r is None or c is None or r > c
 
+    @staticmethod
+    def rank_prefers(c: Candidate, request: classad2.ClassAd) -> bool:
+        """The slot strictly prefers the request to its current job (MY.Rank > MY.CurrentRank)."""
+        return ads.is_true(ads.evaluate(_RANK_STD, c.ad, request))
+
     def verdict(self, c: Candidate, request: classad2.ClassAd, submitter: str, only_startd_rank: bool) -> Verdict:
         ad = c.ad
         if ads.is_true(ads.evaluate(_RANK_STD, ad, request)):
