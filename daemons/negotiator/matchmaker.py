@@ -36,6 +36,7 @@ from daemons.negotiator.candidates import (NO_MATCH, NO_PREEMPTION, PREEMPTION_R
                                            symmetric_match, target_names)
 from daemons.negotiator.fairshare import permits
 from daemons.negotiator.preemption import Preemption
+from daemons.negotiator.significant import REMOVED
 from daemons.negotiator.slotads import INSTANCE_ATTRS, References, SlotCache, SlotView, referenced_positions
 
 __all__ = ["INSTANCE_ATTRS", "Candidate", "Group", "Match", "MatchPolicy", "Matchmaker", "NO_MATCH", "References",
@@ -98,6 +99,11 @@ class Matchmaker:
     # (pre/post, slot group) -> [job attributes the policy can reach (None: any), its value]
     _policy_cache: dict[tuple, list] = field(default_factory=dict, repr=False)
     _request_names: frozenset[str] = field(default=frozenset(), repr=False)
+    # Requests that agree on every attribute a slot or policy can look at are evaluated
+    # alike (HTCondor's autocluster signature, worked out by the negotiator too): their
+    # results are shared for the cycle, even from schedds that do not autocluster.
+    significant: frozenset[str] | None = None
+    _by_signature: dict[tuple, tuple[dict, dict, dict]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_ads(cls, slot_ads: list[classad2.ClassAd], policy: MatchPolicy, now: float,
@@ -113,11 +119,14 @@ class Matchmaker:
     @classmethod
     def from_views(cls, views: Sequence[SlotView], policy: MatchPolicy, now: float, cache: SlotCache,
                    use_slot_weights: bool = True, preemption: Preemption | None = None,
-                   remote_attrs: Callable[[str], dict[str, Any]] | None = None) -> "Matchmaker":
+                   remote_attrs: Callable[[str], dict[str, Any]] | None = None,
+                   significant: Sequence[str] | None = None) -> "Matchmaker":
         """`preemption` None: claimed slots are not candidates (as NEGOTIATOR_CONSIDER_PREEMPTION =
-        False); `remote_attrs(user)`: RemoteUserPrio and friends for a claimed slot's ad."""
+        False); `remote_attrs(user)`: RemoteUserPrio and friends for a claimed slot's ad;
+        `significant`: the cycle's significant attributes (requests are then told apart by them)."""
         pre = preemption if preemption is not None else Preemption.disabled()
-        mm = cls(policy, now, refs=cache.refs, use_slot_weights=use_slot_weights, preemption=pre)
+        mm = cls(policy, now, refs=cache.refs, use_slot_weights=use_slot_weights, preemption=pre,
+                 significant=frozenset(a.lower() for a in significant) if significant is not None else None)
         mm._cache = cache
         mm._pre = ads.parse_expr(policy.pre_job_rank) if policy.pre_job_rank else None
         mm._post = ads.parse_expr(policy.post_job_rank) if policy.post_job_rank else None
@@ -338,10 +347,16 @@ class Matchmaker:
         pre = self.preemption
         # Members of a group score alike, and taking slots changes no one's score: each
         # group is evaluated once per call (a consumption policy's slot changes: each time).
-        scores: dict[tuple, Any] = {}
         verdicts: dict[tuple, Any] = {}
-        rank_prefers: dict[tuple, bool] = {}    # by match key: the slot's RANK strictly prefers this request
-        matched: dict[tuple, bool] = {}         # by match key: both Requirements hold
+        sig = self._signature(request) if not slow else None
+        shared = self._by_signature.get(sig) if sig is not None else None
+        if shared is None:
+            shared = ({}, {}, {})
+            if sig is not None:
+                self._by_signature[sig] = shared
+        scores: dict[tuple, Any] = shared[0]
+        rank_prefers: dict[tuple, bool] = shared[1]   # by match key: the slot's RANK strictly prefers this request
+        matched: dict[tuple, bool] = shared[2]        # by match key: both Requirements hold
         while len(out) < count:
             self.considered += 1
             best = second = None   # (key, group, candidate, cost, consumed, state)
@@ -421,6 +436,29 @@ class Matchmaker:
             if len(out) < count and not self.groups:
                 return out, Rejection(NO_MATCH)
         return out, None
+
+    def _signature(self, request: classad2.ClassAd) -> tuple | None:
+        """What a slot or a policy can see of a request: the texts of its significant
+        attributes, of its Requirements, Rank and ConcurrencyLimits, of what the negotiator
+        added (Submitter*), and of every attribute of its own these refer to."""
+        if self.significant is None:
+            return None
+        present = {k.lower(): k for k in request.keys()}
+        wanted = [n for n in present if n in self.significant or n in _ALWAYS_SIGNIFICANT or n.startswith(
+            ("submitter", "submittor"))]
+        seen: dict[str, str] = {}
+        while wanted:
+            n = wanted.pop()
+            if n in seen:
+                continue
+            text = str(request.lookup(present[n]))
+            seen[n] = text
+            for q, name in self.refs.of(text):
+                low = name.lower()
+                if q != "target" and low in present and low not in seen:
+                    wanted.append(low)
+        seen.pop("currenttime", None)
+        return tuple(sorted(seen.items()))
 
     def _match_key(self, c: Candidate) -> tuple:
         """Slots with equal match keys match (and rank) a request alike: their shape and the
@@ -504,3 +542,4 @@ class Matchmaker:
 
 
 _UNSCORED = object()
+_ALWAYS_SIGNIFICANT = frozenset(("requirements", "rank", "concurrencylimits")) | REMOVED
