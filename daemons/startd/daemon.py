@@ -302,24 +302,26 @@ class StartdDaemon(Daemon):
         """Send what state changes put in the machines' outboxes, and keep one timer per
         preemption under way at its next deadline (end of retirement, end of vacate)."""
         assert self.model is not None
-        for m in self.model.machines.values():
-            while m.notes:
-                self.log.info("%s", m.notes.pop(0))
-            for s in m.slots.values():
-                c = s.claim
-                if c is None:
-                    continue
-                due = preemption.deadline(s)
-                key = f"preempt:{c.id}"
-                if due is not None and key not in self._timers:
-                    self._timers[key] = self.clock.call_at(due, lambda cid=c.id: self._preempt_tick(cid))
-            while m.outbox:
-                ev = m.outbox.pop(0)
-                if ev.kind == "evicted":
-                    self.jobs_evicted += 1
-                    self._cancel_timer(ev.claim_id)
-                    self._cancel_timer(f"evict:{ev.claim_id}")
-                self._queue_event(ev)
+        shared = self.model.shared
+        while shared.notes:
+            self.log.info("%s", shared.notes.pop(0))
+        for m, short in list(shared.preempting):
+            s = m.slots.get(short)
+            c = s.claim if s is not None else None
+            due = preemption.deadline(s) if s is not None else None
+            if c is None or not s.preempt_reason:
+                shared.preempting.discard((m, short))
+                continue
+            key = f"preempt:{c.id}"
+            if due is not None and key not in self._timers:
+                self._timers[key] = self.clock.call_at(due, lambda cid=c.id: self._preempt_tick(cid))
+        while shared.outbox:
+            ev = shared.outbox.pop(0)
+            if ev.kind == "evicted":
+                self.jobs_evicted += 1
+                self._cancel_timer(ev.claim_id)
+                self._cancel_timer(f"evict:{ev.claim_id}")
+            self._queue_event(ev)
 
     def _preempt_tick(self, claim_id: str) -> None:
         self._timers.pop(f"preempt:{claim_id}", None)

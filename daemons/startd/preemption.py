@@ -84,6 +84,7 @@ def begin(machine: "Machine", slot: "Slot", now: float, reason: str) -> None:
     assert c is not None
     slot.preempt_reason = reason
     machine.dirty = True
+    machine.preempting.add((machine, slot.short_name))
     if not c.job_id:
         end_claim(machine, slot, now)
         return
@@ -124,6 +125,7 @@ def end_claim(machine: "Machine", slot: "Slot", now: float) -> None:
         # A claim without a job: its schedd must still learn that the claim is gone.
         ev = JobEvent("claim_lost", c.id, "", machine.name_of(slot), c.schedd_address, now, reason)
     machine.outbox.append(ev)
+    machine.preempting.discard((machine, slot.short_name))
     take_over(machine, slot, now)
 
 
@@ -193,6 +195,7 @@ def withdraw(machine: "Machine", slot: "Slot", now: float) -> None:
     if slot.activity == RETIRING and slot.preempt_reason != PREEMPT_REASON:
         slot.retire_until = 0.0
         slot.preempt_reason = ""
+        machine.preempting.discard((machine, slot.short_name))
         _change(machine, slot, CLAIMED, BUSY, now)
     if not slot.capability and not slot.preempt_reason:
         slot.capability = machine._offer(slot)

@@ -174,11 +174,19 @@ def job_duration(job_ad: classad2.ClassAd) -> float:
     return 0.0
 
 
+@dataclass
+class Shared:
+    outbox: list[JobEvent] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    preempting: set = field(default_factory=set)
+
+
 class Machine:
     """One emulated execute machine and its slots."""
 
     def __init__(self, host: str, cfg: StartdConfig, address: str, now: float, ids: ClaimIds,
-                 registry: dict[str, tuple["Machine", str]] | None = None) -> None:
+                 registry: dict[str, tuple["Machine", str]] | None = None,
+                 shared: "Shared | None" = None) -> None:
         self.host = host
         self.cfg = cfg
         self.address = address
@@ -192,9 +200,13 @@ class Machine:
         self.drain: DrainState | None = None
         self.total_drains = 0
         self.wrl = within_resource_limits(cfg.custom_resources)
-        # Events that state changes produced for schedds (preemption); the daemon sends them.
-        self.outbox: list[JobEvent] = []
-        self.notes: list[str] = []   # StartLog lines of state changes the daemon did not ask for itself
+        # Shared by a startd's machines, so the daemon looks at one place whatever their number:
+        # events that state changes produced for schedds (preemption), StartLog lines of
+        # state changes the daemon did not ask for itself, and the slots being preempted.
+        shared = shared if shared is not None else Shared()
+        self.outbox: list[JobEvent] = shared.outbox
+        self.notes: list[str] = shared.notes
+        self.preempting: set[tuple["Machine", str]] = shared.preempting
         slot_id = 0
         for t in cfg.slot_types:
             for _ in range(t.count):
@@ -504,7 +516,8 @@ class Startd:
         self.cfg = cfg
         self.ids = ClaimIds(address, now, random.Random(seed))
         self.registry: dict[str, tuple[Machine, str]] = {}
-        self.machines = {h: Machine(h, cfg, address, now, self.ids, self.registry) for h in hosts}
+        self.shared = Shared()
+        self.machines = {h: Machine(h, cfg, address, now, self.ids, self.registry, self.shared) for h in hosts}
 
     def _lookup(self, key: str) -> tuple[Machine, Slot] | None:
         entry = self.registry.get(key)
