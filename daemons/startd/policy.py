@@ -37,7 +37,9 @@ def _constant(text: str) -> Any:
     v = _CONSTANTS.get(text, None)
     if v is None and text not in _CONSTANTS:
         tree = ads.parse_expr(text)
-        refs = classad2.ClassAd().externalRefs(tree)
+        # classad2 reports [''] for an expression that refers to nothing.
+        refs = [r for r in classad2.ClassAd().externalRefs(tree) if r]
+        # A function call may depend on the time (time()) even without references.
         v = ads.evaluate(tree) if not refs and "(" not in text else _UNKNOWN
         _CONSTANTS[text] = v
     return v

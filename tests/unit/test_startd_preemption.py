@@ -128,3 +128,9 @@ def test_a_dynamic_slot_gets_at_least_one_cpu_and_one_megabyte():
     d = m.slots["slot1_1"]
     assert (d.size.cpus, d.size.memory, d.size.get("tokens")) == (1, 1, 1)
     assert (p.free.cpus, p.free.memory, p.free.get("tokens")) == (3, 999, 1)
+
+
+def test_constant_policies_are_known_without_a_slot():
+    from daemons.startd import policy
+    assert [policy.never(t) for t in ("false", "False", "0", "10 > 20", "true", "TotalJobRunTime > 5")] == [
+        True, True, True, True, False, False]
