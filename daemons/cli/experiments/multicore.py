@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from daemons.cli.client import PoolClient, wait_for
+from daemons.cli.client import ClientError, PoolClient, wait_for
 from daemons.cli.experiments.common import json_line, out_dir, print_table, pyplot, write_csv
 from daemons.cli.experiments.multicore_workload import (Sample, Summary, Workload, drought_schedule, duration,
                                                         in_drought, scaled, steady_start, submit_text, summarize,
@@ -232,7 +232,15 @@ class Feeder:
 
 async def _observe(c: PoolClient, s: Settings, now: float) -> Sample:
     mc = s.workload.multicore_cpus
-    jobs = await c.jobs("JobStatus == 1 || JobStatus == 2", ["JobStatus", "RequestCpus"])
+
+    async def query():
+        # At a high time scale a busy schedd's ad can outlive its lifetime in the collector
+        # (CLASSAD_LIFETIME is pool time) before its next update: wait for it to come back.
+        try:
+            return (await c.jobs("JobStatus == 1 || JobStatus == 2", ["JobStatus", "RequestCpus"]),)
+        except ClientError:
+            return None
+    jobs, = await wait_for(query, timeout_s=60, what="the schedd to answer (its ad back in the collector)")
     counts = {"rm": 0, "rs": 0, "qm": 0, "qs": 0}
     for j in jobs:
         kind = "m" if (ads.as_number(ads.get(j, "RequestCpus")) or 1) >= mc else "s"
