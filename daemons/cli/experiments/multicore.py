@@ -217,7 +217,7 @@ class Feeder:
         cpus = wl.multicore_cpus if kind == "mc" else 1
         text = submit_text(kind, [duration(self.rng, mean) for _ in range(n)], cpus,
                            grouped=self.s.priority == "group")
-        await self.c.submit(text, f"{kind}.sub", kind)
+        await _with_schedd(lambda: self.c.submit(text, f"{kind}.sub", kind))
         self.submitted[kind] += n
 
     async def feed(self, offset_s: float, queued_sc: int, queued_mc: int) -> bool:
@@ -230,17 +230,23 @@ class Feeder:
         return delivering
 
 
+async def _with_schedd(call):
+    """A call to the schedd, found through its ad in the collector. At a high time scale a busy
+    schedd's ad can outlive its lifetime there (CLASSAD_LIFETIME is pool time) before its next
+    update: wait for it to come back rather than fail the run."""
+    async def attempt():
+        try:
+            return (await call(),)
+        except ClientError:
+            return None
+    result, = await wait_for(attempt, timeout_s=60, what="the schedd to answer (its ad back in the collector)")
+    return result
+
+
 async def _observe(c: PoolClient, s: Settings, now: float) -> Sample:
     mc = s.workload.multicore_cpus
 
-    async def query():
-        # At a high time scale a busy schedd's ad can outlive its lifetime in the collector
-        # (CLASSAD_LIFETIME is pool time) before its next update: wait for it to come back.
-        try:
-            return (await c.jobs("JobStatus == 1 || JobStatus == 2", ["JobStatus", "RequestCpus"]),)
-        except ClientError:
-            return None
-    jobs, = await wait_for(query, timeout_s=60, what="the schedd to answer (its ad back in the collector)")
+    jobs = await _with_schedd(lambda: c.jobs("JobStatus == 1 || JobStatus == 2", ["JobStatus", "RequestCpus"]))
     counts = {"rm": 0, "rs": 0, "qm": 0, "qs": 0}
     for j in jobs:
         kind = "m" if (ads.as_number(ads.get(j, "RequestCpus")) or 1) >= mc else "s"
