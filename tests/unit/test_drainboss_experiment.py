@@ -117,3 +117,4 @@ def test_steady_state_starts_where_the_climb_reaches_its_level():
     # The second half settles at 30; 90% of it (27) is first reached at sample 4.
     assert steady_start(climb) == 4
     assert steady_start([sample(0), sample(0)]) == 0 and steady_start([]) == 0
+    assert steady_start([sample(0)] * 10 + [sample(1)] + [sample(0)] * 9) == 0   # a level below one job

@@ -118,8 +118,8 @@ def steady_start(samples: list[Sample], fraction: float = 0.9) -> int:
         return 0
     tail = samples[len(samples) // 2:]
     level = sum(s.running_mc for s in tail) / len(tail)
-    if level <= 0:
-        return 0
+    if level < 1:
+        return 0   # nothing to climb to (no draining: multicore jobs hardly ever run)
     return next((i for i, s in enumerate(samples) if s.running_mc >= fraction * level), 0)
 
 
