@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,17 +26,92 @@ def state_dir(args: argparse.Namespace) -> Path:
     return Path(getattr(args, "state_dir", None) or os.environ.get("HTCPOOL_STATE_DIR") or DEFAULT_STATE_DIR)
 
 
-def collector_address(args: argparse.Namespace) -> str:
-    if getattr(args, "pool", None):
-        return args.pool
-    if os.environ.get("HTCPOOL_POOL"):
-        return os.environ["HTCPOOL_POOL"]
+def _environment_collector() -> str | None:
+    """Inside a pool's container, HTCondor's own environment overrides name the collector."""
+    for knob in ("_CONDOR_COLLECTOR_HOST", "_CONDOR_CONDOR_HOST"):
+        if os.environ.get(knob):
+            from daemons.core.common import split_host_port
+            try:
+                host, port = split_host_port(os.environ[knob])
+            except ValueError as e:
+                raise CliError(f"environment {knob} = {os.environ[knob]!r}: {e}", EXIT_USAGE) from None
+            return f"{host}:{port}"
+    return None
+
+
+def _pool_target(args: argparse.Namespace) -> tuple[str, dict | None]:
+    """The collector's address, and the state of the pool it came from (if it did)."""
     from daemons.cli.pool import PoolError, load_state
+    named = getattr(args, "pool", None) or os.environ.get("HTCPOOL_POOL") or _environment_collector()
     try:
         state = load_state(state_dir(args))
     except PoolError as e:
+        if named:
+            return named, None
         raise CliError(f"{e}; or name a pool with --pool HOST:PORT or HTCPOOL_POOL") from None
-    return state["collector"]
+    except (OSError, ValueError):
+        state = None
+    if named:
+        # The state directory's tokens go only to the pool it records.
+        return named, state if state is not None and state.get("collector") == named else None
+    if state is None:
+        raise CliError(f"cannot read the pool recorded in {state_dir(args).resolve()}")
+    return state["collector"], state
+
+
+def collector_address(args: argparse.Namespace) -> str:
+    return _pool_target(args)[0]
+
+
+# Where the last client looked for tokens (named in an UNAUTHENTICATED refusal).
+_token_sources: list[Path] = []
+_tokens_sent = 0
+
+
+def pool_client(args: argparse.Namespace):
+    """A client of the pool this command addresses, with the tokens and TLS settings that
+    pool's state directory records, then HTCondor's token directory and _CONDOR_* overrides."""
+    global _token_sources, _tokens_sent
+    from daemons.cli.client import PoolClient
+    from daemons.core.security import discovery
+    address, state = _pool_target(args)
+    pool_tokens = Path(state["tokens"]) if state and state.get("tokens") else None
+    _token_sources = discovery.candidate_dirs(os.environ, pool_tokens)
+    tokens = discovery.candidates(_token_sources)
+    _tokens_sent = len(tokens)
+    creds, server_name = None, None
+    tls = state.get("tls") if state else None
+    env = os.environ
+    encrypted = (env.get("_CONDOR_SEC_DEFAULT_ENCRYPTION") or "").strip().upper().startswith("R")
+    if tls or encrypted:
+        from daemons.core.security.tls import SERVER_NAME_ALIAS, channel_credentials
+    if tls:
+        creds = channel_credentials(Path(tls["ca"]), Path(tls["cert"]) if tls.get("cert") else None,
+                                    Path(tls["key"]) if tls.get("key") else None)
+    elif encrypted:
+        def path(knob: str) -> Path | None:
+            return Path(env[knob]) if env.get(knob) else None
+        creds = channel_credentials(path("_CONDOR_AUTH_SSL_SERVER_CAFILE"), path("_CONDOR_AUTH_SSL_CLIENT_CERTFILE"),
+                                    path("_CONDOR_AUTH_SSL_CLIENT_KEYFILE"))
+        if (env.get("_CONDOR_SSL_SKIP_HOST_CHECK") or "").strip().lower() in ("true", "1", "yes"):
+            server_name = SERVER_NAME_ALIAS
+    return PoolClient(address, tokens=tokens, credentials=creds, server_name=server_name)
+
+
+def refusal(e: grpc.aio.AioRpcError) -> str:
+    """A refused call in HTCondor's words, with the daemon's reason."""
+    details = e.details() or e.code().name
+    if e.code() == grpc.StatusCode.PERMISSION_DENIED:
+        m = re.match(r"PERMISSION DENIED to (\S+) ", details)
+        if m:
+            return f'SECMAN:2010:Received "DENIED" from server for user {m.group(1)} using method IDTOKENS.\n{details}'
+        return details
+    hint = ""
+    if not _tokens_sent:
+        where = ", ".join(str(p) for p in _token_sources) or "any token directory"
+        hint = (f"\nno usable token found (looked in {where}); get one from the pool's administrator "
+                f"('htcpool token create') or set _CONDOR_SEC_TOKEN_DIRECTORY")
+    return f"AUTHENTICATE:1003:Failed to authenticate with any method\n{details}{hint}"
 
 
 def run_async(coro) -> Any:
@@ -46,6 +122,9 @@ def run_async(coro) -> Any:
         if e.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
                         grpc.StatusCode.FAILED_PRECONDITION):
             raise CliError(e.details() or e.code().name, EXIT_USAGE) from None
+        if e.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
+            # A refused request: exit code 2, as for any request the pool will not do.
+            raise CliError(refusal(e), EXIT_USAGE) from None
         raise CliError(f"the pool did not answer: {describe(e)}") from None
     except ClientError as e:
         raise CliError(str(e), EXIT_USAGE) from None

@@ -201,7 +201,7 @@ async def _left_over(c: PoolClient, cluster: int, show: int = 10) -> str:
 async def _throughput(pool: LocalPool, args: argparse.Namespace, emit: Callable[[str], None]) -> dict[str, Any]:
     n_jobs, n_machines = args.jobs, args.machines
     result: dict[str, Any] = {}
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         async def machines_seen() -> int:
             hosts = {str(ads.get(a, "Machine")) for a in await c.ads("Machine", projection=["Machine"])}
             return len(hosts) if len(hosts) >= n_machines else 0
@@ -298,7 +298,8 @@ async def _throughput(pool: LocalPool, args: argparse.Namespace, emit: Callable[
         result["schedd_fsyncs"] = schedd_status.get("fsyncs")
         result["schedd_commits"] = schedd_status.get("commits")
 
-        # ---- one ad update -------------------------------------------------------------
+        # ---- one ad update (as a daemon does it: its own token, the DAEMON level) -------------
+        d = pool.client("condor")
         now = int(pool_time(pool, TIME_SCALE))
         update_ad = synthetic_slot_ad(0, my_type="Generic", now=now)
         update_ad["Name"] = f"bench-update@{SYNTHETIC_HOST}"
@@ -308,8 +309,8 @@ async def _throughput(pool: LocalPool, args: argparse.Namespace, emit: Callable[
             if n != 1:
                 raise BenchFailed(f"the collector reported {n} ads updated, not 1")
 
-        await time_calls(10, lambda: c.collector.update(update_text), one_updated)  # warm-up
-        upd = await time_calls(AD_UPDATES, lambda: c.collector.update(update_text), one_updated)
+        await time_calls(10, lambda: d.collector.update(update_text), one_updated)  # warm-up
+        upd = await time_calls(AD_UPDATES, lambda: d.collector.update(update_text), one_updated)
         result["ad_update_ms"] = round(statistics.mean(upd), 3)
         result["ad_update_p50_ms"] = round(statistics.median(upd), 3)
         result["ad_update_p90_ms"] = round(statistics.quantiles(upd, n=10)[-1], 3)
@@ -318,7 +319,7 @@ async def _throughput(pool: LocalPool, args: argparse.Namespace, emit: Callable[
         # ---- one query of 1,000 slot ads ------------------------------------------------
         synthetic = [ads.ad_text(synthetic_slot_ad(i, now=now)) for i in range(1, QUERY_ADS + 1)]
         t0 = time.perf_counter()
-        stored = await c.collector.update(synthetic)
+        stored = await d.collector.update(synthetic)
         result["insert_1000_ms"] = round((time.perf_counter() - t0) * 1000.0, 1)
         if stored != QUERY_ADS:
             raise BenchFailed(f"the collector stored {stored} of {QUERY_ADS} synthetic slot ads")
@@ -334,8 +335,9 @@ async def _throughput(pool: LocalPool, args: argparse.Namespace, emit: Callable[
         result["query_1000_p50_ms"] = round(statistics.median(qry), 2)
         result["time_scale"] = TIME_SCALE
 
-        await c.collector.invalidate("Machine", [f"bench-slot{i}@{SYNTHETIC_HOST}" for i in range(1, QUERY_ADS + 1)])
-        await c.collector.invalidate("Generic", [update_ad["Name"]])
+        await d.collector.invalidate("Machine", [f"bench-slot{i}@{SYNTHETIC_HOST}" for i in range(1, QUERY_ADS + 1)])
+        await d.collector.invalidate("Generic", [update_ad["Name"]])
+        await d.close()
     return result
 
 
@@ -520,6 +522,18 @@ def bench_negotiator(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def bench_security(args: argparse.Namespace) -> int:
+    from daemons.cli.bench_security import bench_security as run
+    return run(args)
+
+
+def bench_netns(args: argparse.Namespace) -> int:
+    from daemons.cli.bench_netns import bench_netns as run
+    return run(args)
+
+
 BENCHES: dict[str, Callable[[argparse.Namespace], int]] = {"throughput": bench_throughput,
                                                           "autocluster": bench_autocluster,
-                                                          "negotiator": bench_negotiator}
+                                                          "negotiator": bench_negotiator,
+                                                          "security": bench_security,
+                                                          "netns": bench_netns}

@@ -197,10 +197,9 @@ async def _run_size(slots: int, args: argparse.Namespace, state: Path, emit: Cal
     try:
         t_all = time.monotonic()
         core.start()
-        # The startds join the same pool later: same collector, same pool clock.
-        startds.epoch = core.epoch
-        startds.collector_address = core.collector_address
-        async with PoolClient(core.collector_address) as c:
+        # The startds join the same pool later: same collector, pool clock and signing key.
+        startds.join(core)
+        async with core.client() as c:
             await wait_for(lambda: c.ads("Negotiator", projection=["Name"]), timeout_s=60,
                            what="the negotiator's ad in the collector")
             t0 = time.monotonic()

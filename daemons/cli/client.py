@@ -11,6 +11,7 @@ import grpc
 from daemons.core import ads
 from daemons.core.collector_client import CollectorClient
 from daemons.core.rpc import Channels
+from daemons.core.security.layer import TokenLayer
 from daemons.pb.htcpool import admin_pb2, admin_pb2_grpc, common_pb2
 from daemons.pb.htcpool import negotiator_pb2, negotiator_pb2_grpc, schedd_pb2, schedd_pb2_grpc, startd_pb2
 from daemons.pb.htcpool import startd_pb2_grpc
@@ -27,9 +28,14 @@ def strip_addr(text: str) -> str:
 
 
 class PoolClient:
-    def __init__(self, collector_address: str) -> None:
-        self.channels = Channels()
-        self.collector = CollectorClient(self.channels, collector_address)
+    """Calls a pool's daemons, sending `tokens` (the candidates, best first) with every call
+    and using TLS when given `credentials`."""
+
+    def __init__(self, collector_address: str, tokens: Sequence[str] = (),
+                 credentials: grpc.ChannelCredentials | None = None, server_name: str | None = None) -> None:
+        self.channels = Channels(extra_layers=[TokenLayer(list(tokens))] if tokens else [],
+                                 credentials=credentials, server_name=server_name)
+        self.collector = CollectorClient(self.channels, collector_address, named_by="--pool")
 
     async def __aenter__(self) -> "PoolClient":
         return self
@@ -66,7 +72,9 @@ class PoolClient:
     async def schedd(self, name: str | None = None) -> schedd_pb2_grpc.ScheddStub:
         return schedd_pb2_grpc.ScheddStub(self.channels.get(await self.daemon_address("Scheduler", name)))
 
-    async def submit(self, text: str, file: str, owner: str, schedd: str | None = None) -> tuple[int, int]:
+    async def submit(self, text: str, file: str, owner: str = "", schedd: str | None = None) -> tuple[int, int]:
+        """Submit as the caller (the token's user); `owner` names another user, which only a
+        queue super user may do."""
         stub = await self.schedd(schedd)
         reply = await stub.Submit(schedd_pb2.SubmitRequest(submit_description=text, submit_file=file, owner=owner),
                                   timeout=60.0)
@@ -84,10 +92,13 @@ class PoolClient:
 
     async def act(self, action: int, job_ids: Sequence[str] = (), constraint: str = "", reason: str = "",
                   edits: dict[str, str] | None = None, schedd: str | None = None) -> list[str]:
+        return list((await self.act_reply(action, job_ids, constraint, reason, edits, schedd)).job_ids)
+
+    async def act_reply(self, action: int, job_ids: Sequence[str] = (), constraint: str = "", reason: str = "",
+                        edits: dict[str, str] | None = None, schedd: str | None = None) -> schedd_pb2.ActReply:
         stub = await self.schedd(schedd)
-        reply = await stub.Act(schedd_pb2.ActRequest(action=action, job_ids=list(job_ids), constraint=constraint,
-                                                     reason=reason, edits=edits or {}), timeout=30.0)
-        return list(reply.job_ids)
+        return await stub.Act(schedd_pb2.ActRequest(action=action, job_ids=list(job_ids), constraint=constraint,
+                                                    reason=reason, edits=edits or {}), timeout=30.0)
 
     # ---- negotiator ---------------------------------------------------------
     async def negotiator(self) -> negotiator_pb2_grpc.NegotiatorStub:

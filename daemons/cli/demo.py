@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from daemons.cli.client import PoolClient, wait_for
+from daemons.cli.client import wait_for
 from daemons.cli.pool import LocalPool
 from daemons.core import ads
 
@@ -100,7 +100,7 @@ async def _follow(pool: LocalPool, time_scale: float, emit) -> dict:
     log_dir = pool.state_dir / "log"
     followers = [LogFollower(log_dir / "NegotiatorLog", "negotiator", NEGOTIATOR_LINES),
                  LogFollower(log_dir / "SchedLog", "schedd", SCHEDD_LINES)]
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_for(lambda: c.ads("Machine"), timeout_s=30, what="the startd's slot ads")
         emit("slot table before submitting:")
         for line in slot_table(await c.ads("Machine")):
@@ -287,7 +287,7 @@ async def _seed001_part(pool: LocalPool, submit: str, emit) -> dict:
     log = LogFollower(pool.state_dir / "log" / "NegotiatorLog", "negotiator",
                       ("Started Negotiation Cycle", "Finished Negotiation Cycle", "Successfully matched", "Rejected",
                        "Group "))
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_for(lambda: c.ads("Machine"), timeout_s=30, what="the startd's slot ads")
         since = await c.pool_now()
         lines: list[str] = []

@@ -5,9 +5,17 @@ binds port 0 unless the configuration fixes a port, and reports its address in a
 file under the state directory. The collector starts first; the others learn its
 address through _CONDOR_COLLECTOR_HOST and share one POOL_EPOCH, so all their
 pool clocks agree.
+
+Security as `htcpool up` sets it up: the collector creates the pool signing key
+(`passwords.d/POOL` under the state directory unless the configuration says otherwise)
+and each daemon mints its own token from it; once the collector serves, the invoking
+user's token is written to `tokens.d/<user>` in the state directory, where the command
+finds it. `client(user)` gives a client acting as any user (a token minted for it), and
+`tls=True` makes a pool CA and one certificate and turns TLS on for every port.
 """
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import signal
@@ -16,10 +24,13 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Iterable
 
 from daemons.core.config import check_config_file
 
 STATE_FILE = "pool.json"
+TOKENS_DIR = "tokens.d"
+TLS_DIR = "tls"
 
 
 class PoolError(RuntimeError):
@@ -64,7 +75,9 @@ class LocalPool:
                  env: dict[str, str] | None = None, tie_to_parent: bool = True,
                  roles: tuple[str, ...] = ("collector", "negotiator", "schedd", "startd"),
                  startd_specs: list[StartdSpec] | None = None,
-                 daemon_args: dict[str, list[str]] | None = None) -> None:
+                 daemon_args: dict[str, list[str]] | None = None, tls: bool | str = False,
+                 launch_prefix: Callable[[str], list[str]] | None = None,
+                 daemon_env: dict[str, dict[str, str]] | None = None) -> None:
         self.state_dir = Path(state_dir).resolve()
         self.config_file = Path(config_file).resolve() if config_file else None
         self.machines = machines
@@ -75,9 +88,16 @@ class LocalPool:
         self.tie_to_parent = tie_to_parent
         self.roles = roles
         self.daemon_args = dict(daemon_args or {})   # extra command-line arguments by role
+        # Where a daemon runs: a command prefix by key (e.g. `ip netns exec NS` to put each
+        # daemon on its own host, daemons/harness/netns.py), and environment by key.
+        self.launch_prefix = launch_prefix
+        self.daemon_env = dict(daemon_env or {})
         self.daemons: dict[str, DaemonProc] = {}
         self.epoch = time.time()
         self.collector_address = ""
+        self.tls = tls                      # False, True, or "mutual" (client certificates too)
+        self.security: dict = {}            # from the collector: pool_key_file, trust_domain
+        self.user = getpass.getuser()
 
     # ---- starting ---------------------------------------------------------------
     def _base_env(self) -> dict[str, str]:
@@ -90,14 +110,125 @@ class LocalPool:
         })
         if self.tie_to_parent:
             env["HTCPOOL_PARENT_PID"] = str(os.getpid())
+        env.update(self._tls_env())
+        if "collector" not in self.roles and self.security:
+            # Daemons joining another LocalPool's collector use that pool's key and domain.
+            env["_CONDOR_SEC_TOKEN_POOL_SIGNING_KEY_FILE"] = str(self.security["pool_key_file"])
+            env["_CONDOR_TRUST_DOMAIN"] = str(self.security["trust_domain"])
         env.update(self.extra_env)
         return env
+
+    def join(self, other: "LocalPool") -> "LocalPool":
+        """Make this pool's daemons (a pool without a collector) part of `other`'s pool:
+        its collector, its pool clock, its signing key and trust domain, its TLS."""
+        self.epoch = other.epoch
+        self.collector_address = other.collector_address
+        self.security = dict(other.security)
+        self.tls = other.tls
+        if other.tls:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            for name, path in other._tls_files().items():
+                mine = self._tls_files()[name]
+                mine.parent.mkdir(parents=True, exist_ok=True)
+                if not mine.exists():
+                    mine.write_bytes(path.read_bytes())
+                    os.chmod(mine, 0o600)
+        return self
+
+    # ---- security -----------------------------------------------------------------
+    @property
+    def tokens_dir(self) -> Path:
+        return self.state_dir / TOKENS_DIR
+
+    def _tls_files(self) -> dict[str, Path]:
+        d = self.state_dir / TLS_DIR
+        return {"ca": d / "ca.crt", "cert": d / "pool.crt", "key": d / "pool.key"}
+
+    def _make_tls(self) -> None:
+        from daemons.core.security.tls import issue, make_ca
+        files = self._tls_files()
+        if not files["ca"].exists():
+            make_ca(files["ca"].parent)
+        if not files["cert"].exists():
+            issue(files["ca"].parent, files["cert"].parent, "pool", ["127.0.0.1", "localhost", "::1"])
+
+    def _tls_env(self) -> dict[str, str]:
+        if not self.tls:
+            return {}
+        f = self._tls_files()
+        env = {"_CONDOR_SEC_DEFAULT_ENCRYPTION": "REQUIRED", "_CONDOR_AUTH_SSL_SERVER_CERTFILE": str(f["cert"]),
+               "_CONDOR_AUTH_SSL_SERVER_KEYFILE": str(f["key"]), "_CONDOR_AUTH_SSL_SERVER_CAFILE": str(f["ca"])}
+        if self.tls == "mutual":
+            env.update({"_CONDOR_AUTH_SSL_REQUIRE_CLIENT_CERTIFICATE": "True",
+                        "_CONDOR_AUTH_SSL_CLIENT_CAFILE": str(f["ca"]),
+                        "_CONDOR_AUTH_SSL_CLIENT_CERTFILE": str(f["cert"]),
+                        "_CONDOR_AUTH_SSL_CLIENT_KEYFILE": str(f["key"])})
+        return env
+
+    def tls_state(self) -> dict[str, str] | None:
+        """What a client needs to reach this pool over TLS (recorded in pool.json)."""
+        if not self.tls:
+            return None
+        f = self._tls_files()
+        out = {"ca": str(f["ca"])}
+        if self.tls == "mutual":
+            out.update({"cert": str(f["cert"]), "key": str(f["key"])})
+        return out
+
+    def _keys(self):
+        from daemons.core.security.keys import KeyRing
+        if not self.security:
+            raise PoolError("the pool's collector has not reported its signing key yet")
+        key_file = Path(self.security["pool_key_file"])
+        return KeyRing(key_file, key_file.parent)
+
+    def token(self, identity: str, scopes: Iterable[str] = (), lifetime_s: float | None = None) -> str:
+        """A token for `identity` (user or user@domain) signed with this pool's key."""
+        from daemons.core.security.keys import POOL_KEY_ID
+        from daemons.core.security.tokens import mint
+        domain = self.security.get("trust_domain", "")
+        full = identity if "@" in identity else f"{identity}@{domain}"
+        return mint(self._keys().jwt_key(POOL_KEY_ID), identity=full, issuer=domain, scopes=scopes,
+                    lifetime_s=lifetime_s)
+
+    def _write_user_token(self) -> Path:
+        """The invoking user's token in the state directory (kept if one is already there
+        and still verifies with this pool's key)."""
+        from daemons.core.security.discovery import write_token_file
+        from daemons.core.security.keys import KeyFileError
+        from daemons.core.security.tokens import TokenError, verify
+        path = self.tokens_dir / self.user
+        if path.exists():
+            try:
+                verify(path.read_text().strip(), self._keys(), trust_domain=self.security.get("trust_domain", ""))
+                return path
+            except (TokenError, KeyFileError, OSError):
+                pass
+        return write_token_file(self.tokens_dir, self.user, self.token(self.user))
+
+    def user_token(self) -> str:
+        return (self.tokens_dir / self.user).read_text().strip()
+
+    def client(self, user: str | None = None, *, token: str | None = None, scopes: Iterable[str] = ()):
+        """A PoolClient acting as `user` (a token minted for it), as the invoking user (None:
+        the token `htcpool up` wrote), or with exactly `token`."""
+        from daemons.cli.client import PoolClient
+        from daemons.core.security.tls import channel_credentials
+        if token is None:
+            token = self.user_token() if user is None and not scopes else self.token(user or self.user, scopes)
+        creds = None
+        tls = self.tls_state()
+        if tls is not None:
+            creds = channel_credentials(Path(tls["ca"]), Path(tls["cert"]) if "cert" in tls else None,
+                                        Path(tls["key"]) if "key" in tls else None)
+        return PoolClient(self.collector_address, tokens=[token] if token else [], credentials=creds)
 
     def _spec(self, key: str, role: str, extra_args: list[str] | None = None,
               config_file: Path | None = None) -> DaemonProc:
         addr_file = self.state_dir / "run" / f"{key}.address"
         out = self.state_dir / "log" / f"{key}.out"
-        args = [sys.executable, "-m", "daemons.cli.main", "daemon", role, "--address-file", str(addr_file)]
+        args = [*(self.launch_prefix(key) if self.launch_prefix else []),
+                sys.executable, "-m", "daemons.cli.main", "daemon", role, "--address-file", str(addr_file)]
         config = config_file or self.config_file
         if config:
             args += ["--config", str(config)]
@@ -105,6 +236,7 @@ class LocalPool:
         env = self._base_env()
         if self.collector_address and role != "collector":
             env["_CONDOR_COLLECTOR_HOST"] = self.collector_address
+        env.update(self.daemon_env.get(key, {}))
         return DaemonProc(key, role, args, env, addr_file, out, list(extra_args or []))
 
     def _launch(self, d: DaemonProc) -> None:
@@ -160,12 +292,17 @@ class LocalPool:
         check_config_file(self.config_file, self.state_dir)
         for spec in self.startd_specs:
             check_config_file(spec.config_file, self.state_dir)
+        if self.tls:
+            self._make_tls()
         deadline = time.monotonic() + timeout_s
         if "collector" in self.roles:
             d = self._spec("collector", "collector")
             self._launch(d)
             self._await_address(d, deadline)
             self.collector_address = d.address
+            self.security = dict(d.info.get("security") or {})
+            if self.security:
+                self._write_user_token()
         pending = []
         for role in self.roles:
             if role == "collector":
@@ -188,6 +325,9 @@ class LocalPool:
             "collector": self.collector_address,
             "epoch": self.epoch,
             "config": str(self.config_file) if self.config_file else None,
+            "tokens": str(self.tokens_dir),
+            "tls": self.tls_state(),
+            "security": self.security,
             "daemons": {k: {"role": d.role, "pid": d.pid, "address": d.address,
                             "status_url": d.info.get("status_url", ""), "output": str(d.output),
                             "args": d.args}

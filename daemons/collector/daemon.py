@@ -6,6 +6,7 @@ from typing import Any
 
 import grpc
 
+from daemons.collector.reachability import Prober
 from daemons.collector.service import CollectorService
 from daemons.collector.store import AdStore
 from daemons.core import ads
@@ -33,9 +34,14 @@ class CollectorDaemon(Daemon):
 
     def __init__(self, common: CommonConfig, cfg: CollectorConfig, clock: PoolClock | None = None) -> None:
         super().__init__(common, clock)
+        # The collector is where the others learn the pool's epoch: without POOL_EPOCH,
+        # its own start is the epoch (there is nobody to ask; its store is still empty).
+        self.epoch_known = True
         self.cfg = cfg
         self.store = AdStore(cfg.classad_lifetime_s)
         self.queries_total = 0
+        # Says, once per address, when an advertised address cannot be reached.
+        self.prober = Prober(self.log)
 
     def default_name(self) -> str:
         return self.common.full_hostname
@@ -46,6 +52,9 @@ class CollectorDaemon(Daemon):
     async def on_start(self) -> None:
         # Sweep often enough that an ad is gone within a tenth of its lifetime of expiring.
         self.add_periodic("expire", max(1.0, self.cfg.classad_lifetime_s / 10), self.expire)
+
+    async def on_close(self) -> None:
+        await self.prober.close()
 
     async def expire(self) -> None:
         for s in self.store.expire(self.clock.now()):
@@ -76,7 +85,8 @@ class CollectorDaemon(Daemon):
         s.update({"ads": self.store.counts(), "classad_lifetime_s": self.cfg.classad_lifetime_s,
                   "updates_total": self.store.updates_total, "queries_total": self.queries_total,
                   "expired_total": self.store.expired_total,
-                  "invalidated_total": self.store.invalidated_total})
+                  "invalidated_total": self.store.invalidated_total,
+                  "unreachable_addresses": dict(self.prober.unreachable)})
         return s
 
     def metrics(self) -> dict[str, Any]:
@@ -84,5 +94,6 @@ class CollectorDaemon(Daemon):
         m.update({"ads": {(("my_type", t),): float(n) for t, n in self.store.counts().items()},
                   "updates_total": float(self.store.updates_total),
                   "queries_total": float(self.queries_total),
-                  "expired_total": float(self.store.expired_total)})
+                  "expired_total": float(self.store.expired_total),
+                  "unreachable_addresses": float(len(self.prober.unreachable))})
         return m

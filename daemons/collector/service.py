@@ -33,8 +33,14 @@ class CollectorService(pb_grpc.CollectorServicer):
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
             parsed.append(ad)
         now = self.d.clock.now()
+        addresses: dict[str, str] = {}
         for ad in parsed:
             self.d.store.update(ad, now)
+            addr = ads.get(ad, "MyAddress")
+            if isinstance(addr, str) and addr not in addresses:
+                addresses[addr] = f'{ads.get(ad, "MyType")} "{ads.get(ad, "Name")}"'
+        for addr, who in addresses.items():
+            self.d.prober.check(who, addr, context.peer() or "")
         invalidated = 0
         if request.invalidate_names:
             invalidated = self.d.store.invalidate(request.invalidate_type or "Machine", request.invalidate_names)

@@ -3,7 +3,11 @@
 Ads are keyed by (MyType, Name), as HTCondor keys them. Each update stamps
 LastHeardFrom; an ad expires when LastHeardFrom + lifetime has passed, the lifetime
 being the ad's own ClassAdLifetime or else CLASSAD_LIFETIME (HTCondor's rule).
-Claim ids are private: queries leave them out unless asked (only the negotiator asks).
+Claim ids are private (ads.is_private): kept apart from the ad, as HTCondor's collector
+keeps a startd's private ad apart. Constraints are evaluated against the public ad only
+(so no query can test a claim id's characters one by one), and the private attributes
+are added to what is returned only when asked, which only callers holding NEGOTIATOR
+may (the security table).
 """
 from __future__ import annotations
 
@@ -14,8 +18,6 @@ import classad2
 
 from daemons.core import ads
 
-PRIVATE_ATTRS = ("ClaimId", "Capability", "ClaimIdList")
-
 
 class StoreError(ValueError):
     pass
@@ -25,11 +27,12 @@ class StoreError(ValueError):
 class StoredAd:
     my_type: str
     name: str
-    ad: classad2.ClassAd
+    ad: classad2.ClassAd                   # the public ad: what constraints see
     full_text: str
     public_text: str
     last_heard: float
     lifetime: float
+    private: classad2.ClassAd | None = None   # the private attributes, if any
 
     def expired(self, now: float) -> bool:
         return now > self.last_heard + self.lifetime
@@ -68,14 +71,12 @@ class AdStore:
         if isinstance(lifetime, bool) or not isinstance(lifetime, (int, float)) or lifetime <= 0:
             lifetime = self.default_lifetime_s
         full = repr(ad)
-        public = full
-        if any(a in ad for a in PRIVATE_ATTRS):
-            public_ad = classad2.ClassAd(full)
-            for a in PRIVATE_ATTRS:
-                if a in public_ad:
-                    del public_ad[a]
-            public = repr(public_ad)
-        stored = StoredAd(my_type, name, ad, full, public, now, float(lifetime))
+        public_ad = ads.without_private(ad)
+        private = None
+        if public_ad is not ad:
+            private = ads.project(ad, [k for k in ad.keys() if ads.is_private(k)])
+        public = full if private is None else repr(public_ad)
+        stored = StoredAd(my_type, name, public_ad, full, public, now, float(lifetime), private)
         self._ads[_key(my_type, name)] = stored
         self.updates_total += 1
         return stored
@@ -107,8 +108,12 @@ class AdStore:
             if constraint is not None and not ads.is_true(ads.evaluate(constraint, stored.ad)):
                 continue
             if projection:
-                attrs = [a for a in projection if include_private or a not in PRIVATE_ATTRS]
-                out.append(repr(ads.project(stored.ad, attrs)))
+                shown = ads.project(stored.ad, projection)
+                if include_private and stored.private is not None:
+                    for a in projection:
+                        if a in stored.private:
+                            shown[a] = stored.private.lookup(a)
+                out.append(repr(shown))
             else:
                 out.append(stored.full_text if include_private else stored.public_text)
         return out

@@ -197,6 +197,29 @@ def get(ad: classad2.ClassAd, attr: str, default: Any = None) -> Any:
     return v
 
 
+# HTCondor's private attributes (ClassAdPrivateAttrs in src/condor_utils/compat_classad.cpp,
+# and the "_condor_priv" names of ClassAdAttributeIsPrivateV2): claim ids and keys, which
+# only the daemons that hold the claim, and the negotiator, may see.
+PRIVATE_ATTRS = frozenset(a.lower() for a in ("Capability", "ChildClaimIds", "ClaimId", "ClaimIdList", "ClaimIds",
+                                              "TransferKey"))
+
+
+def is_private(name: str) -> bool:
+    low = name.lower()
+    return low in PRIVATE_ATTRS or low.startswith("_condor_priv")
+
+
+def without_private(ad: classad2.ClassAd) -> classad2.ClassAd:
+    """`ad` itself when it has no private attribute, else a copy without them."""
+    hidden = [k for k in ad.keys() if is_private(k)]
+    if not hidden:
+        return ad
+    out = classad2.ClassAd(repr(ad))
+    for k in hidden:
+        del out[k]
+    return out
+
+
 def project(ad: classad2.ClassAd, attrs: Iterable[str]) -> classad2.ClassAd:
     out = classad2.ClassAd()
     for a in attrs:

@@ -14,10 +14,13 @@ UPDATE_TIMEOUT_S = 30.0
 
 
 class CollectorClient:
-    def __init__(self, channels: Channels, address: str, logger: logging.Logger | None = None) -> None:
+    def __init__(self, channels: Channels, address: str, logger: logging.Logger | None = None,
+                 named_by: str = "COLLECTOR_HOST") -> None:
         self.channels = channels
         self.address = address
         self.log = logger or logging.getLogger("htcpool.collector_client")
+        # Every retry and failure line names the address tried and what set it.
+        self.where = f"the collector at {address} ({named_by})"
 
     def _stub(self) -> pb_grpc.CollectorStub:
         return pb_grpc.CollectorStub(self.channels.get(self.address))
@@ -28,7 +31,7 @@ class CollectorClient:
             ads=[common_pb2.ClassAd(text=t) for t in ad_texts],
             invalidate_type=invalidate_type, invalidate_names=list(invalidate_names))
         reply = await call_with_retry(
-            f"update of {len(ad_texts)} ad(s) to the collector at {self.address}",
+            f"update of {len(ad_texts)} ad(s) to {self.where}",
             lambda: self._stub().UpdateAds(req, timeout=UPDATE_TIMEOUT_S),
             give_up_after_s=give_up_after_s, logger=self.log)
         return reply.updated
@@ -37,7 +40,7 @@ class CollectorClient:
                          give_up_after_s: float | None = 5.0) -> int:
         req = pb.InvalidateAdsRequest(my_type=my_type, names=list(names), constraint=constraint)
         reply = await call_with_retry(
-            f"invalidation of {my_type} ads at the collector at {self.address}",
+            f"invalidation of {my_type} ads at {self.where}",
             lambda: self._stub().InvalidateAds(req, timeout=UPDATE_TIMEOUT_S),
             give_up_after_s=give_up_after_s, logger=self.log)
         return reply.invalidated
@@ -54,5 +57,5 @@ class CollectorClient:
                 out.extend(a.text for a in chunk.ads)
             return out
 
-        return await call_with_retry(f"query of {my_type} ads at the collector at {self.address}",
+        return await call_with_retry(f"query of {my_type} ads at {self.where}",
                                      run, give_up_after_s=give_up_after_s, logger=self.log)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from daemons.core.config import ConfigError, Param
 from daemons.core.network import decide_addressing
+from daemons.core.security.config import SecurityConfig, read_security
 
 DEFAULT_COLLECTOR_PORT = 9618
 
@@ -48,6 +49,9 @@ class CommonConfig:
     update_interval_s: float
     name: str | None = None     # the daemon's Name; None: HTCondor's default for the role
     advertise_host: str = ""    # the address peers reach us at; "" = bind_host
+    # Built in code (tests' in-process daemons) a daemon is open, and says so loudly;
+    # read from a configuration it has htcpool's defaults (authentication REQUIRED).
+    security: SecurityConfig = SecurityConfig()
 
     @property
     def public_host(self) -> str:
@@ -107,12 +111,14 @@ def read_common(param: Param, role: str, *, name: str | None = None) -> CommonCo
         if role == "collector" and collector_host:
             grpc_port = int(collector_host.rpartition(":")[2])
     if role != "collector" and not collector_host:
-        raise ConfigError(f"{param.where('COLLECTOR_HOST')}: COLLECTOR_HOST is not set; "
-                          f"the {role} needs to know where the collector is")
+        raise ConfigError(f"{param.where('COLLECTOR_HOST')}: COLLECTOR_HOST is not set (nor CONDOR_HOST); "
+                          f"the {role} needs to know where the collector is: set it in the configuration "
+                          "or in the environment as _CONDOR_COLLECTOR_HOST=host:port (or _CONDOR_CONDOR_HOST=host)")
     local_dir = Path(param.str("LOCAL_DIR") or ".htcpool")
     knob, default_interval = UPDATE_INTERVAL_KNOB[role]
     epoch = param.float("POOL_EPOCH") if param.is_set("POOL_EPOCH") else None
     hostname = param.str("FULL_HOSTNAME") or "localhost"
+    uid_domain = param.str("UID_DOMAIN") or hostname
     interface = param.str("NETWORK_INTERFACE", "*") or "*"
     forwarding = param.str("TCP_FORWARDING_HOST")
     try:
@@ -134,8 +140,9 @@ def read_common(param: Param, role: str, *, name: str | None = None) -> CommonCo
         log_dir=Path(param.str("LOG") or local_dir / "log"),
         spool_dir=Path(param.str("SPOOL") or local_dir / "spool"),
         full_hostname=hostname,
-        uid_domain=param.str("UID_DOMAIN") or hostname,
+        uid_domain=uid_domain,
         update_interval_s=float(param.int(knob, default_interval, minimum=1) or default_interval),
         # COLLECTOR_NAME names the pool, not the collector daemon.
         name=name or (param.str(f"{subsys}_NAME") if role != "collector" else None),
+        security=read_security(param, subsys, uid_domain),
     )

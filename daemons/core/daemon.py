@@ -9,6 +9,7 @@ withdraws them on shutdown. Subclasses fill in `add_services`, `on_start`,
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import os
 import time
@@ -22,7 +23,9 @@ from daemons.core.clock import PoolClock
 from daemons.core.collector_client import CollectorClient
 from daemons.core.common import CommonConfig
 from daemons.core.interceptors import ServerPipeline
+from daemons.core.network import resolve_host
 from daemons.core.rpc import Channels, bind, call_with_retry, describe, new_server
+from daemons.core.security.setup import DaemonSecurity
 from daemons.core.status import StatusPage
 from daemons.pb.htcpool import admin_pb2, admin_pb2_grpc, common_pb2
 
@@ -55,7 +58,11 @@ class Daemon:
         self.clock = clock
         self.epoch_known = common.pool_epoch is not None or common.time_scale == 1.0
         self.log = logging.getLogger(f"htcpool.{self.role}")
-        self.channels = Channels()
+        # Who may call us and what we show when we call others (tokens, TLS).
+        self.security = DaemonSecurity(common.security, self.role, self.log)
+        self.channels = Channels(extra_layers=self.security.client_layers(),
+                                 credentials=self.security.channel_credentials(),
+                                 server_name=self.security.server_name())
         self.name = common.name or self.default_name()
         self.address = ""
         self.status_url = ""
@@ -69,11 +76,14 @@ class Daemon:
         self._started = False
         self._closed = False
         self._update_seq = 0
+        self._advertise_failures = 0         # in a row, for the backoff
+        self._advertise_failures_total = 0
         self.collector = (CollectorClient(self.channels, common.collector_host, self.log)
                           if common.collector_host else None)
-        # Every incoming call passes this pipeline: layers (security, faults) are added
-        # by whoever builds the daemon; handler errors and per-method counts live here.
-        self.rpc = ServerPipeline(log=logging.getLogger(f"htcpool.{self.role}.rpc"))
+        # Every incoming call passes this pipeline: security first, then any other layers
+        # (faults) added by whoever builds the daemon; handler errors and per-method
+        # counts live here.
+        self.rpc = ServerPipeline([self.security.layer], log=logging.getLogger(f"htcpool.{self.role}.rpc"))
 
     # ---- for subclasses -------------------------------------------------
     def default_name(self) -> str:
@@ -107,6 +117,7 @@ class Daemon:
             "up": 1.0,
             "pool_time_seconds": self.clock.now(),
             "periodic_failures_total": float(sum(p.failures for p in self._periodics.values())),
+            "advertise_failures_total": float(self._advertise_failures_total),
             **self.rpc.metrics(),
         }
 
@@ -115,34 +126,37 @@ class Daemon:
         if self._started:
             return
         self._started = True
+        self.security.prepare()
         self._server = new_server([self.rpc])
         self.add_services(self._server)
         admin_pb2_grpc.add_AdminServicer_to_server(_AdminService(self), self._server)
-        port = bind(self._server, self.common.bind_host, self.common.grpc_port, what=f"the {self.role}'s command port")
+        port = bind(self._server, self.common.bind_host, self.common.grpc_port, what=f"the {self.role}'s command port",
+                    credentials=self.security.server_credentials())
         await self._server.start()
         # Peers get the advertised address, never the bound one (which may be 0.0.0.0).
         self.address = f"{self.common.public_host}:{port}"
         self._page = StatusPage(self)
         self.status_url = await self._page.start(self.common.bind_host, self.common.status_port,
-                                                 advertise_host=self.common.public_host)
+                                                 advertise_host=self.common.public_host,
+                                                 tls=self.common.security.tls)
         if not self.epoch_known:
             await self._learn_epoch()
         self.started_at = self.clock.now()
         self.log.info("**** %s %s (htcpool %s) starting at %s (bound to %s), pid %d, time scale %g",
                       self.role, self.name, VERSION, self.address, self.common.bind_host, os.getpid(),
                       self.clock.scale)
+        await self._check_advertised_address()
         await self.on_start()
         # Ready means advertised: once start() returns, the collector has our ads
-        # (unless it cannot be reached, in which case the periodic task keeps trying).
+        # (unless it cannot be reached, in which case we retry with backoff until it can).
         first_delay = self.common.update_interval_s
         try:
             await self.advertise()
         except Exception as e:
-            self.log.warning("first advertisement failed (%s); will retry every %.0f s", describe(e),
-                             self.common.update_interval_s)
-            first_delay = 0.0
-        self.add_periodic("advertise", self.common.update_interval_s, self.advertise, first_delay_s=first_delay,
-                          min_interval_s=self.advertise_min_interval_s())
+            self._advertise_failed(e)
+            first_delay = self._advertise_backoff_s() * self.clock.scale
+        self.add_periodic("advertise", self.common.update_interval_s, self._advertise_or_retry,
+                          first_delay_s=first_delay, min_interval_s=self.advertise_min_interval_s())
         self.ready = True
         self.log.info("%s ready; status page %s", self.role, self.status_url)
 
@@ -154,13 +168,7 @@ class Daemon:
         self.ready = False
         for p in self._periodics.values():
             if p.task is not None:
-                p.task.cancel()
-        for p in self._periodics.values():
-            if p.task is not None:
-                try:
-                    await p.task
-                except (asyncio.CancelledError, Exception):
-                    pass
+                await cancel_and_wait(p.task)
         try:
             await self.on_close()
         except Exception:
@@ -255,6 +263,50 @@ class Daemon:
         texts = [ads.ad_text(a) for a in self.own_ads()]
         await self.collector.update(texts)
 
+    # A collector that cannot be reached (not up yet, a name that does not resolve, a
+    # partition): say where we tried and which knob named it, and try again sooner
+    # than the update interval, backing off from 1 s of wall time to the interval.
+    def _advertise_backoff_s(self) -> float:
+        interval_wall = self.common.update_interval_s / self.clock.scale
+        return min(interval_wall, 2.0 ** min(self._advertise_failures - 1, 10))
+
+    def _advertise_failed(self, e: Exception) -> None:
+        self._advertise_failures += 1
+        self._advertise_failures_total += 1
+        where = self.collector.where if self.collector is not None else "the collector"
+        self.log.warning("cannot advertise to %s: %s; retrying in %.0f s (attempt %d)", where, describe(e),
+                         self._advertise_backoff_s(), self._advertise_failures)
+
+    async def _advertise_or_retry(self) -> None:
+        try:
+            await self.advertise()
+        except Exception as e:
+            self._advertise_failed(e)
+            asyncio.get_running_loop().call_later(self._advertise_backoff_s(), self.trigger, "advertise")
+            return
+        if self._advertise_failures:
+            self.log.info("advertised to %s after %d failed attempt(s)",
+                          self.collector.where if self.collector is not None else "the collector",
+                          self._advertise_failures)
+            self._advertise_failures = 0
+
+    async def _check_advertised_address(self) -> None:
+        """Warn when we advertise loopback but the collector is elsewhere: no peer could call us."""
+        if self.collector is None:
+            return
+        host = self.address.rpartition(":")[0]
+        collector_host = self.collector.address.rpartition(":")[0]
+        try:
+            ours = ipaddress.ip_address(host)
+            # A name lookup may be slow where DNS is: off the event loop.
+            theirs = ipaddress.ip_address(await asyncio.to_thread(resolve_host, collector_host))
+        except ValueError:
+            return
+        if ours.is_loopback and not theirs.is_loopback:
+            self.log.warning("advertising the loopback address %s, but %s is on another host: no peer can reach "
+                             "this %s; set NETWORK_INTERFACE (* for this host's routable address) or "
+                             "TCP_FORWARDING_HOST", self.address, self.collector.where, self.role)
+
     async def withdraw(self) -> None:
         if self.collector is None:
             return
@@ -267,9 +319,9 @@ class Daemon:
     async def _learn_epoch(self) -> None:
         """Adopt the collector's PoolEpoch so this daemon's pool clock agrees with the pool's."""
         assert self.collector is not None
-        self.log.info("POOL_EPOCH not configured; asking the collector at %s", self.collector.address)
+        self.log.info("POOL_EPOCH not configured; asking %s", self.collector.where)
         texts = await call_with_retry(
-            f"learning the pool epoch from the collector at {self.collector.address}",
+            f"learning the pool epoch from {self.collector.where}",
             lambda: self.collector.query("Collector", projection=["PoolEpoch", "TimeScale"],
                                          give_up_after_s=1.0),
             give_up_after_s=None, logger=self.log)
@@ -301,6 +353,17 @@ class Daemon:
                 for p in self._periodics.values()
             },
         }
+
+
+async def cancel_and_wait(task: asyncio.Task, repeat_s: float = 1.0) -> None:
+    """Cancel `task` and wait for it to end, cancelling again while it runs on: on Python
+    3.11 asyncio.wait_for can swallow a cancellation that arrives as the awaited event
+    fires, and a periodic task would then run on (and its daemon never exit)."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=repeat_s)
+    if not task.cancelled():
+        task.exception()  # retrieved, so asyncio does not log it as never retrieved
 
 
 class _AdminService(admin_pb2_grpc.AdminServicer):

@@ -9,9 +9,12 @@ Server side, for each call, in order:
    `current_call()` (the schedd reads the authenticated identity there, for Owner);
 2. each layer's `admit(call, context)` runs; a layer refuses by aborting the call
    (`context.abort`) and may also wait (a fault's delay);
-3. for streams, each layer that defines `on_request` / `on_response` sees every message,
+3. for a call with one request message, each layer that defines `on_unary_request`
+   sees it before the handler (authorization that depends on the request: the ad
+   types of a collector update);
+4. for streams, each layer that defines `on_request` / `on_response` sees every message,
    one at a time and in order, so a delay keeps the stream's order;
-4. the handler runs; an exception it did not turn into a status is logged with its
+5. the handler runs; an exception it did not turn into a status is logged with its
    traceback, counted, and returned as INTERNAL naming the method (never a bare UNKNOWN).
 Every call is counted by method and status code for /metrics.
 
@@ -89,6 +92,8 @@ class ServerLayer:
     # Stream hooks (None: not called, so a layer without them costs nothing per message).
     on_request: Callable[[Call, Any], Awaitable[None]] | None = None
     on_response: Callable[[Call, Any], Awaitable[None]] | None = None
+    # The single request of a unary-request call, before the handler; abort to refuse.
+    on_unary_request: Callable[[Call, Any, grpc.aio.ServicerContext], Awaitable[None]] | None = None
 
     def metrics(self) -> dict[str, Any]:
         return {}
@@ -166,12 +171,19 @@ class ServerPipeline(grpc.aio.ServerInterceptor):
                     await layer.on_request(call, msg)  # type: ignore[misc]
                 yield msg
 
+        async def unary_request(call: Call, request: Any, context) -> None:
+            for layer in pipeline.layers:
+                if layer.on_unary_request is not None:
+                    await layer.on_unary_request(call, request, context)
+
         async def unary_response(behavior, request_or_iterator, context, streaming_in: bool):
             call = None
             try:
                 call = await pipeline._enter(method, context)
                 if streaming_in and request_hooks():
                     request_or_iterator = requests_through(call, request_or_iterator)
+                elif not streaming_in:
+                    await unary_request(call, request_or_iterator, context)
                 result = behavior(request_or_iterator, context)
                 return await result if inspect.isawaitable(result) else result
             except (grpc.aio.AbortError, asyncio.CancelledError):
@@ -189,6 +201,8 @@ class ServerPipeline(grpc.aio.ServerInterceptor):
                 call = await pipeline._enter(method, context)
                 if streaming_in and request_hooks():
                     request_or_iterator = requests_through(call, request_or_iterator)
+                elif not streaming_in:
+                    await unary_request(call, request_or_iterator, context)
                 hooks = response_hooks()
                 if inspect.isasyncgenfunction(behavior):
                     async for msg in behavior(request_or_iterator, context):

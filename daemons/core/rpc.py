@@ -38,6 +38,9 @@ def new_server(interceptors: Sequence[grpc.aio.ServerInterceptor] = ()) -> grpc.
 # entry point (a daemon, the CLI); a Channels may also be given its own.
 _process_layers: list[ClientLayer] = []
 _process_credentials: grpc.ChannelCredentials | None = None
+# With TLS and SSL_SKIP_HOST_CHECK: the name every htcpool certificate carries, checked
+# instead of the host dialled (security/tls.py).
+_process_server_name: str | None = None
 
 
 def configure_client(layers: Sequence[ClientLayer] = (),
@@ -51,14 +54,25 @@ def add_client_layer(layer: ClientLayer) -> None:
     _process_layers.append(layer)
 
 
+def set_client_credentials(credentials: grpc.ChannelCredentials | None, server_name: str | None = None) -> None:
+    """TLS for every channel this process opens (and the name to check, if not the host's)."""
+    global _process_credentials, _process_server_name
+    _process_credentials = credentials
+    _process_server_name = server_name
+
+
 class BindError(OSError):
     """A port that cannot be bound; the message says which and why."""
 
 
-def bind(server: grpc.aio.Server, host: str, port: int, what: str = "port") -> int:
-    """Bind host:port (0 = any free port) and return the port bound."""
+def bind(server: grpc.aio.Server, host: str, port: int, what: str = "port",
+         credentials: grpc.ServerCredentials | None = None) -> int:
+    """Bind host:port (0 = any free port), with TLS if given credentials; return the port bound."""
     try:
-        bound = server.add_insecure_port(f"{host}:{port}")
+        if credentials is not None:
+            bound = server.add_secure_port(f"{host}:{port}", credentials)
+        else:
+            bound = server.add_insecure_port(f"{host}:{port}")
     except RuntimeError:
         bound = 0
     if bound == 0:
@@ -71,23 +85,29 @@ class Channels:
     """One channel per peer address, reused for every call to that peer.
 
     Every channel carries the process's client layers and credentials (configure_client)
-    unless this Channels was given its own.
+    unless this Channels was given its own; `extra_layers` (a daemon's or a client's own
+    tokens) come after the process's layers.
     """
 
     def __init__(self, layers: Sequence[ClientLayer] | None = None,
-                 credentials: grpc.ChannelCredentials | None = None) -> None:
+                 credentials: grpc.ChannelCredentials | None = None, *,
+                 extra_layers: Sequence[ClientLayer] = (), server_name: str | None = None) -> None:
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._layers = None if layers is None else list(layers)
+        self._extra = list(extra_layers)
         self._credentials = credentials
+        self._server_name = server_name
 
     def get(self, address: str) -> grpc.aio.Channel:
         ch = self._channels.get(address)
         if ch is None:
-            layers = _process_layers if self._layers is None else self._layers
+            layers = (_process_layers if self._layers is None else self._layers) + self._extra
             credentials = self._credentials or _process_credentials
             interceptors = client_interceptors(layers)
             if credentials is not None:
-                ch = grpc.aio.secure_channel(address, credentials, options=_OPTIONS, interceptors=interceptors)
+                name = self._server_name or _process_server_name
+                options = _OPTIONS + ([("grpc.ssl_target_name_override", name)] if name else [])
+                ch = grpc.aio.secure_channel(address, credentials, options=options, interceptors=interceptors)
             else:
                 ch = grpc.aio.insecure_channel(address, options=_OPTIONS, interceptors=interceptors)
             self._channels[address] = ch

@@ -20,6 +20,8 @@ from daemons.core.common import SUBSYS, read_common
 from daemons.core.config import ConfigError
 from daemons.core.daemon import Daemon
 from daemons.core.rpc import BindError
+from daemons.core.security.keys import KeyFileError
+from daemons.core.security.config import TlsError
 
 ROLES = ("collector", "negotiator", "schedd", "startd", "defrag", "drainboss")
 
@@ -61,8 +63,13 @@ def build_daemon(role: str, param: configmod.Param, *, name: str | None = None, 
 
 
 def write_address_file(path: Path, daemon: Daemon) -> None:
+    sec = daemon.common.security
+    # Where the pool's key is and whose tokens it accepts, for whoever started the pool
+    # (LocalPool mints the invoking user's token with it); never the key itself.
     info = {"role": daemon.role, "name": daemon.name, "address": daemon.address,
-            "status_url": daemon.status_url, "pid": os.getpid()}
+            "status_url": daemon.status_url, "pid": os.getpid(),
+            "security": {"pool_key_file": str(sec.pool_key_file.resolve()), "trust_domain": sec.trust_domain,
+                         "tls": sec.tls is not None}}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(json.dumps(info))
@@ -113,6 +120,11 @@ async def serve(daemon: Daemon, address_file: Path | None) -> int:
         daemon.log.error("%s", msg)
         print(f"htcpool daemon {daemon.role}: {msg}", file=sys.stderr)
         rc = 2
+    except (KeyFileError, TlsError) as e:
+        # A signing key or certificate it cannot use: one line naming the file.
+        daemon.log.error("%s cannot start: %s", daemon.role, e)
+        print(f"htcpool daemon {daemon.role}: cannot start: {e}", file=sys.stderr)
+        rc = 2
     except Exception:
         daemon.log.exception("%s failed", daemon.role)
         rc = 1
@@ -133,7 +145,7 @@ def run(role: str, config_path: str | None, *, address_file: str | None = None, 
         param = configmod.load(config_path)
         daemon = build_daemon(role, param, name=name, machines=machines, host_prefix=host_prefix, seed=seed,
                               options=options)
-    except ConfigError as e:
+    except (ConfigError, TlsError) as e:
         print(f"htcpool daemon {role}: {e}", file=sys.stderr)
         return 2
     logmod.setup(role, daemon.common.log_dir, daemon.clock,

@@ -1,4 +1,9 @@
-"""Each daemon's status page: /status (JSON), /metrics (Prometheus text), / (HTML)."""
+"""Each daemon's status page: /status (JSON), /metrics (Prometheus text), / (HTML).
+
+Read-only (GET) data only, bound to the same address as the daemon's gRPC port, over
+HTTPS with the daemon's certificate when the pool uses TLS. Nothing secret is on it
+(no claim ids, tokens or keys).
+"""
 from __future__ import annotations
 
 import html
@@ -46,21 +51,25 @@ class StatusPage:
         self.runner: web.AppRunner | None = None
         self.url = ""
 
-    async def start(self, host: str, port: int, advertise_host: str | None = None) -> str:
+    async def start(self, host: str, port: int, advertise_host: str | None = None, tls=None) -> str:
         app = web.Application()
         app.router.add_get("/status", self._status)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/", self._index)
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
-        site = web.TCPSite(self.runner, host, port)
+        ssl_context = None
+        if tls is not None:
+            from daemons.core.security.tls import status_page_context
+            ssl_context = status_page_context(tls)
+        site = web.TCPSite(self.runner, host, port, ssl_context=ssl_context)
         try:
             await site.start()
         except OSError as e:
             from daemons.core.rpc import BindError
             raise BindError(f"cannot bind the status page {host}:{port} ({e.strerror or e})") from None
         bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://{advertise_host or host}:{bound}"
+        self.url = f"{'https' if tls is not None else 'http'}://{advertise_host or host}:{bound}"
         return self.url
 
     async def stop(self) -> None:

@@ -28,7 +28,7 @@ import grpc
 from daemons.core import ads
 from daemons.core.clock import PoolClock
 from daemons.core.common import CommonConfig
-from daemons.core.daemon import Daemon
+from daemons.core.daemon import Daemon, cancel_and_wait
 from daemons.core.log import EACH_LINE_STAMPED
 from daemons.core.rpc import describe
 from daemons.negotiator.accountant import Accountant
@@ -160,11 +160,7 @@ class NegotiatorDaemon(Daemon):
 
     async def on_close(self) -> None:
         if self._loop_task is not None:
-            self._loop_task.cancel()
-            try:
-                await self._loop_task
-            except (asyncio.CancelledError, Exception):
-                pass
+            await cancel_and_wait(self._loop_task)
         await self._save_accountant()
 
     def reschedule(self) -> int:

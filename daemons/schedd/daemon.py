@@ -32,6 +32,7 @@ from daemons.schedd.claims import ClaimsMixin, _strip_addr
 from daemons.schedd.history import HistoryFile
 from daemons.schedd.jobqueue import Job, JobQueue
 from daemons.schedd.negotiation import NegotiationMixin
+from daemons.schedd.owners import Caller, OwnerError, submit_owner
 from daemons.schedd.queue_ops import ActError, QueueOpsMixin
 from daemons.schedd.scheduling import ScheddClaim
 from daemons.schedd.submit import COMPLETED, REMOVED, RUNNING, SubmitContext, SubmitError, build_jobs, parse_submit
@@ -208,7 +209,11 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         return self.txlog.append(lines)
 
     # ---- submit ---------------------------------------------------------------
-    async def submit(self, text: str, file: str, owner: str) -> tuple[int, int]:
+    async def submit(self, text: str, file: str, owner: str, caller: Caller = Caller()) -> tuple[int, int]:
+        """Commit a cluster; its Owner is the caller's user (OwnerError when the request asks
+        for another owner it may not have, or the description sets a different Owner)."""
+        sec = self.common.security
+        owner = submit_owner(caller, owner, sec.queue_super_users, sec.impersonate)
         desc = parse_submit(text, file or "<submit>")
         cluster = self.queue.next_cluster
         ctx = SubmitContext(owner=owner or "nobody", uid_domain=self.common.uid_domain, cluster_id=cluster,
@@ -217,6 +222,12 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
                             default_request_disk=self.cfg.default_request_disk,
                             default_request_cpus=self.cfg.default_request_cpus)
         procs = build_jobs(desc, ctx)
+        if not caller.open:
+            for p in procs:
+                # `+Owner = "bob"` must not make alice's job bob's (qmgmt refuses it too).
+                if ads.parse_expr(p.get("Owner", '""')).eval() != owner:
+                    raise OwnerError(f"Owner = {p.get('Owner')} in {file or 'the submit description'} is not the "
+                                     f"authenticated user {caller.identity} (jobs are owned by whoever submits them)")
         lines = self.queue.submit_lines(procs, cluster)
         self.queue.apply(lines)
         await self.txlog.commit(self.txlog.append(lines))
@@ -312,4 +323,4 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         return m
 
 
-__all__ = ["ScheddDaemon", "ScheddConfig", "ActError", "SubmitError"]
+__all__ = ["ScheddDaemon", "ScheddConfig", "ActError", "SubmitError", "OwnerError"]

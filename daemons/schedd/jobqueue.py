@@ -37,6 +37,7 @@ class Job:
     ac_attrs_lower: frozenset[str] = frozenset()
     ac_generation: int = -1
     _classad: tuple[int | None, classad2.ClassAd] | None = None
+    _public: tuple[int | None, classad2.ClassAd] | None = None
 
     @property
     def id(self) -> str:
@@ -81,12 +82,27 @@ class Job:
             self._classad = (self.ac_id, classad2.ClassAd(ads.text_of_exprs(self.view())))
         return self._classad[1]
 
+    def public_view(self) -> dict[str, str]:
+        """view() without the private attributes (ClaimId): what non-daemons may see or test."""
+        view = self.view()
+        if not any(ads.is_private(k) for k in view):
+            return view
+        return {k: v for k, v in view.items() if not ads.is_private(k)}
+
+    def public_classad(self) -> classad2.ClassAd:
+        if not any(ads.is_private(k) for k in self.attrs):
+            return self.classad()
+        if self._public is None or self._public[0] != self.ac_id:
+            self._public = (self.ac_id, classad2.ClassAd(ads.text_of_exprs(self.public_view())))
+        return self._public[1]
+
     def text(self) -> str:
         return ads.text_of_exprs(self.view())
 
     def forget_autocluster(self) -> None:
         self.ac_id = None
         self._classad = None
+        self._public = None
 
 
 def parse_job_id(text: str) -> tuple[int, int | None]:
@@ -240,6 +256,7 @@ class JobQueue:
         elif op.code == txlog.DELETE_ATTR:
             job.attrs.pop(name, None)
         job._classad = None
+        job._public = None
         if job.ac_id is not None and low in job.ac_attrs_lower:
             job.forget_autocluster()
         if low in ("owner", "accountinggroup") or not job.submitter:

@@ -2,25 +2,35 @@
 from __future__ import annotations
 
 from daemons.core import ads
+from daemons.core.security.levels import DAEMON
 from daemons.pb.htcpool import schedd_pb2
 from daemons.schedd import scheduling
 from daemons.schedd.claims import _quote
 from daemons.schedd.jobqueue import Job
+from daemons.schedd.owners import Caller, may_act
 from daemons.schedd.scheduling import ScheddClaim
 from daemons.schedd.submit import COMPLETED, HELD, IDLE, REMOVED, RUNNING
 
-PROTECTED_ATTRS = {"clusterid", "procid", "mytype", "targettype", "jobstatus", "globaljobid"}
+# Owner (and User, which names the owner) belong to whoever submitted the job.
+PROTECTED_ATTRS = {"clusterid", "procid", "mytype", "targettype", "jobstatus", "globaljobid", "owner", "user"}
+_VERBS = {schedd_pb2.REMOVE: "remove", schedd_pb2.HOLD: "hold", schedd_pb2.RELEASE: "release",
+          schedd_pb2.EDIT: "edit"}
 
 
 class ActError(ValueError):
     pass
 
 
+class ActDenied(PermissionError):
+    """None of the jobs named may be acted on by this caller (HTCondor's wording)."""
+
+
 
 class QueueOpsMixin:
     """ScheddDaemon's act and query methods."""
 
-    def select(self, job_ids: list[str], constraint: str) -> list[Job]:
+    def select(self, job_ids: list[str], constraint: str, private: bool = False) -> list[Job]:
+        """Jobs by id and/or constraint; a constraint sees private attributes only if `private`."""
         if job_ids:
             jobs = self.queue.select(job_ids)
         else:
@@ -28,14 +38,33 @@ class QueueOpsMixin:
         if constraint.strip():
             tree = ads.parse_expr(constraint, "constraint")
             now = self.clock.now()
-            jobs = [j for j in jobs if ads.is_true(ads.evaluate(tree, scheduling.with_time(j.classad(), now)))]
+            jobs = [j for j in jobs if ads.is_true(ads.evaluate(
+                tree, scheduling.with_time(j.classad() if private else j.public_classad(), now)))]
         return jobs
 
+    def owner_of(self, job: Job) -> str | None:
+        v = ads.parse_expr(job.attrs.get("Owner", "undefined")).eval()
+        return v if isinstance(v, str) else None
+
     async def act(self, action: int, job_ids: list[str], constraint: str, reason: str,
-                  edits: dict[str, str]) -> list[str]:
+                  edits: dict[str, str], caller: Caller = Caller()) -> tuple[list[str], list[str]]:
+        """Act on the jobs named; return (ids acted on, ids the caller may not act on)."""
         if not job_ids and not constraint.strip():
             raise ActError("name jobs (cluster or cluster.proc) or give a constraint")
-        jobs = self.select(job_ids, constraint)
+        selected = self.select(job_ids, constraint, private=caller.open or DAEMON in caller.levels)
+        supers = self.common.security.queue_super_users
+        jobs = [j for j in selected if may_act(caller, self.owner_of(j), supers)]
+        denied = [j for j in selected if j not in jobs]
+        if denied:
+            self.log.warning("%s denied to %s for job(s) %s (owned by %s)", _VERBS.get(action, "act"),
+                             caller.identity, " ".join(j.id for j in denied[:20]),
+                             ", ".join(sorted({str(self.owner_of(j)) for j in denied})))
+            if not jobs:
+                first = denied[0]
+                raise ActDenied(f"Permission denied to {_VERBS.get(action, 'act on')} job {first.id}"
+                                f"{f' and {len(denied) - 1} more' if len(denied) > 1 else ''}: owned by "
+                                f"{self.owner_of(first)}, and {caller.identity} is neither its owner nor a queue "
+                                f"super user (QUEUE_SUPER_USERS)")
         now = str(int(self.clock.now()))
         done: list[Job] = []
         to_release: list[ScheddClaim] = []
@@ -91,14 +120,16 @@ class QueueOpsMixin:
             self.trigger("advertise")
             if action == schedd_pb2.RELEASE:
                 self.spawn(self._reschedule_negotiator(), "schedd:reschedule")
-        return [j.id for j in done]
+        return [j.id for j in done], [j.id for j in denied]
 
     # ---- queries --------------------------------------------------------------------
-    def query(self, constraint: str, projection: list[str], history: bool, limit: int) -> list[str]:
+    def query(self, constraint: str, projection: list[str], history: bool, limit: int,
+              private: bool = False) -> list[str]:
+        """Job ads as text; private attributes (ClaimId, ...) only when `private` (DAEMON callers)."""
         tree = ads.parse_expr(constraint, "constraint") if constraint.strip() else None
         now = self.clock.now()
         out: list[str] = []
-        for ad in self._iter_ads(history):
+        for ad in self._iter_ads(history, private):
             if tree is not None and not ads.is_true(ads.evaluate(tree, scheduling.with_time(ad, now))):
                 continue
             out.append(repr(ads.project(ad, projection)) if projection else repr(ad))
@@ -135,21 +166,23 @@ class QueueOpsMixin:
                 out.append(repr(ad))
         return out
 
-    def _iter_ads(self, history: bool):
+    def _iter_ads(self, history: bool, private: bool = True):
+        """Job ads (or history records); without private attributes unless `private`."""
         if not history:
             for j in sorted(self.queue.jobs.values(), key=lambda j: j.key):
                 shared = self.ac_rejections.get(j.ac_id) if j.ac_id is not None and j.status == IDLE else None
                 if shared is None:
-                    yield j.classad()
+                    yield j.classad() if private else j.public_classad()
                 else:
                     # The autocluster's last rejection speaks for every job in it.
-                    view = dict(j.view())
+                    view = dict(j.view() if private else j.public_view())
                     view["LastRejMatchReason"] = _quote(shared[0])
                     view["LastRejMatchTime"] = str(shared[1])
                     yield ads.parse_ad(ads.text_of_exprs(view))
             return
         for line in self.history.lines():
             try:
-                yield ads.parse_ad(line)
+                ad = ads.parse_ad(line)
             except ads.AdError:
                 continue
+            yield ad if private else ads.without_private(ad)

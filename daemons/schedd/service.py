@@ -6,9 +6,13 @@ from typing import TYPE_CHECKING, AsyncIterator
 import grpc
 
 from daemons.core import ads
+from daemons.core.interceptors import current_call
+from daemons.core.security.levels import DAEMON
 from daemons.pb.htcpool import common_pb2
 from daemons.pb.htcpool import schedd_pb2 as pb
 from daemons.pb.htcpool import schedd_pb2_grpc as pb_grpc
+from daemons.schedd.owners import OwnerError, caller_of
+from daemons.schedd.queue_ops import ActDenied
 from daemons.schedd.submit import SubmitError
 
 if TYPE_CHECKING:
@@ -24,10 +28,15 @@ class ScheddService(pb_grpc.ScheddServicer):
     async def Submit(self, request: pb.SubmitRequest, context: grpc.aio.ServicerContext) -> pb.SubmitReply:
         if not request.submit_description.strip():
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "empty submit description")
+        caller = caller_of(current_call())
         try:
-            cluster, count = await self.d.submit(request.submit_description, request.submit_file, request.owner)
+            cluster, count = await self.d.submit(request.submit_description, request.submit_file, request.owner,
+                                                 caller)
         except SubmitError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        except OwnerError as e:
+            self.d.log.warning("submit refused: %s", e)
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(e))
         return pb.SubmitReply(cluster_id=cluster, count=count)
 
     async def Query(self, request: pb.QueryJobsRequest,
@@ -36,7 +45,11 @@ class ScheddService(pb_grpc.ScheddServicer):
             if request.autoclusters:
                 texts = self.d.autocluster_ads(request.constraint)
             else:
-                texts = self.d.query(request.constraint, list(request.projection), request.history, request.limit)
+                # Claim ids stay with the daemons: only DAEMON callers see private attributes.
+                call = current_call()
+                private = call is not None and DAEMON in call.levels and not call.notes.get("open")
+                texts = self.d.query(request.constraint, list(request.projection), request.history, request.limit,
+                                     private=private)
         except ads.AdError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         for i in range(0, len(texts), QUERY_CHUNK):
@@ -49,11 +62,13 @@ class ScheddService(pb_grpc.ScheddServicer):
         if request.action == pb.ACTION_UNSPECIFIED:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no action given")
         try:
-            ids = await self.d.act(request.action, list(request.job_ids), request.constraint, request.reason,
-                                   dict(request.edits))
+            ids, denied = await self.d.act(request.action, list(request.job_ids), request.constraint,
+                                           request.reason, dict(request.edits), caller_of(current_call()))
         except (ActError, ads.AdError) as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        return pb.ActReply(affected=len(ids), job_ids=ids)
+        except ActDenied as e:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(e))
+        return pb.ActReply(affected=len(ids), job_ids=ids, denied_job_ids=denied)
 
     async def Negotiate(self, request_iterator: AsyncIterator[pb.NegotiatorMessage],
                         context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ScheddMessage]:

@@ -75,7 +75,7 @@ class StartdDaemon(Daemon):
         startd_pb2_grpc.add_StartdServicer_to_server(StartdService(self), server)
 
     async def on_start(self) -> None:
-        self.model = Startd(self.hosts, self.cfg, self.address, self.clock.now(), self.seed)
+        self.model = Startd(self.hosts, self.cfg, self.address, self.clock.now())
         self.log.info("emulating %d machine(s): %s; %s", len(self.hosts),
                       ", ".join(self.hosts[:5]) + (" ..." if len(self.hosts) > 5 else ""),
                       ", ".join(f"{t.count} x {'partitionable' if t.partitionable else 'static'} slot type "
@@ -414,11 +414,13 @@ class StartdDaemon(Daemon):
             self._events_wake.clear()
             while self._events:
                 pending, self._events = self._events, []
-                # Events older than a claim lease are moot: the schedd has given up on the claim.
+                # An event older than a claim lease whose claim is gone is moot: the schedd has
+                # given up on that claim. One whose claim is still held is not (it may have
+                # waited out another schedd's backoff, or its own schedd's restart).
                 horizon = self.clock.now() - self.cfg.claim_lease_s
                 by_addr: dict[str, list[JobEvent]] = defaultdict(list)
                 for ev in pending:
-                    if ev.pool_time >= horizon:
+                    if ev.pool_time >= horizon or self.model.find_claim(ev.claim_id) is not None:
                         by_addr[self._current_address(ev)].append(ev)
                 failed: list[JobEvent] = []
                 for addr, evs in by_addr.items():

@@ -1,7 +1,7 @@
 """Slots, claims and emulated jobs of the machines one startd process emulates.
 
-Pure: no asyncio, no gRPC. Time is passed in; claim ids come from a seeded
-generator. Operations return what happened (outcomes, job events) and the daemon
+Pure: no asyncio, no gRPC. Time is passed in; claim ids carry a secret from the
+`secrets` module (injectable for tests). Operations return what happened (outcomes, job events) and the daemon
 wiring turns that into replies, timers, collector updates and schedd notifications.
 
 HTCondor behaviour followed here:
@@ -27,11 +27,11 @@ Draining is in daemons/startd/drain.py; the slot ad in daemons/startd/slotad.py.
 """
 from __future__ import annotations
 
-import random
 import re
+import secrets
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import classad2
 
@@ -136,18 +136,28 @@ class ClaimOutcome:
     pending: bool = False      # a preempting claim: the slot is the schedd's once its claim_ready event comes
 
 
-class ClaimIds:
-    """Claim ids in HTCondor's shape: <address>#<startd start>#<sequence>#<random>."""
+def new_secret() -> str:
+    """128 bits from the operating system's CSPRNG: a claim id cannot be guessed."""
+    return secrets.token_hex(16)
 
-    def __init__(self, address: str, started: float, rng: random.Random) -> None:
+
+class ClaimIds:
+    """Claim ids in HTCondor's shape: <address>#<startd start>#<sequence>#<secret>.
+
+    The first three parts are public (PublicClaimId shows them); the secret is what
+    makes a claim id a capability, so it comes from `secrets`, never from a seeded
+    generator (whose output a caller who knows the seed could predict).
+    """
+
+    def __init__(self, address: str, started: float, secret: Callable[[], str] = new_secret) -> None:
         self.address = address
         self.started = int(started)
-        self.rng = rng
+        self.secret = secret
         self.seq = 0
 
     def next(self) -> str:
         self.seq += 1
-        return f"<{self.address}>#{self.started}#{self.seq}#{self.rng.getrandbits(48):012x}"
+        return f"<{self.address}>#{self.started}#{self.seq}#{self.secret()}"
 
 
 _SLEEP_ARG = re.compile(r"^\s*(\d+(?:\.\d+)?)([smhd]?)\b")
@@ -512,9 +522,10 @@ def _cp_accepts(job_ad: classad2.ClassAd, slot_ad: classad2.ClassAd, consumption
 class Startd:
     """The machines of one startd process, with indexes from claim ids to slots."""
 
-    def __init__(self, hosts: list[str], cfg: StartdConfig, address: str, now: float, seed: int = 0) -> None:
+    def __init__(self, hosts: list[str], cfg: StartdConfig, address: str, now: float,
+                 secret: Callable[[], str] = new_secret) -> None:
         self.cfg = cfg
-        self.ids = ClaimIds(address, now, random.Random(seed))
+        self.ids = ClaimIds(address, now, secret)
         self.registry: dict[str, tuple[Machine, str]] = {}
         self.shared = Shared()
         self.machines = {h: Machine(h, cfg, address, now, self.ids, self.registry, self.shared) for h in hosts}

@@ -21,7 +21,7 @@ async def _schedd_status(pool) -> dict:
 
 async def test_rank_on_a_custom_attribute_makes_five_autoclusters(make_pool):
     pool = make_pool(STATIC + "NUM_CPUS = 1\nSTART = False\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit("executable = /bin/sleep\narguments = 10\nrank = TARGET.Memory * MY.Foo\n"
                        "+Foo = $(Process)\nqueue 5\n", "foo.sub", "alice")
@@ -42,7 +42,7 @@ async def test_rank_on_a_custom_attribute_makes_five_autoclusters(make_pool):
 
 async def test_editing_a_significant_attribute_moves_the_job(make_pool):
     pool = make_pool(STATIC + "NUM_CPUS = 1\nSTART = False\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit("executable = /bin/sleep\narguments = 10\nrank = MY.Foo\n+Foo = 1\nqueue 3\n", "f.sub", "bob")
         before = await _autoclusters(c)
@@ -58,7 +58,7 @@ async def test_editing_a_significant_attribute_moves_the_job(make_pool):
 
 async def test_a_rejected_autocluster_is_skipped_and_all_its_jobs_carry_the_reason(make_pool):
     pool = make_pool("NUM_CPUS = 2\n" + PSLOT)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit("executable = /bin/sleep\narguments = 10\nrequest_cpus = 8\nqueue 6\n", "big.sub", "carol")
 
@@ -73,7 +73,7 @@ async def test_a_rejected_autocluster_is_skipped_and_all_its_jobs_carry_the_reas
         log = (pool.state_dir / "log" / "NegotiatorLog").read_text()
         assert "autocluster" in log and "(request count 1 of 6)" in log
         assert "(request count 2 of 6)" not in log
-        analysis = htcpool("q", "--analyze", "1.5", "--pool", pool.collector_address)
+        analysis = htcpool("q", "--analyze", "1.5", "--state-dir", str(pool.state_dir))
         assert analysis.returncode == 0, analysis.stderr
         assert "Reason for last match failure: no match found" in analysis.stdout
         assert "not yet considered" not in analysis.stdout
@@ -83,7 +83,7 @@ async def test_a_rejected_autocluster_is_skipped_and_all_its_jobs_carry_the_reas
 async def test_start_expression_makes_a_job_attribute_significant(make_pool):
     # Three slots for two physics jobs: the chemistry jobs are considered, and START refuses them.
     pool = make_pool(STATIC + 'NUM_CPUS = 3\nSTART = TARGET.Department =?= "physics"\nNEGOTIATOR_INTERVAL = 1000000\n')
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 3)
         await c.submit('executable = /bin/sleep\narguments = 1000\n+Department = "physics"\nqueue 2\n', "p.sub", "dan")
         await c.submit('executable = /bin/sleep\narguments = 1000\n+Department = "chemistry"\nqueue 2\n', "c.sub", "dan")
@@ -113,7 +113,7 @@ async def test_start_expression_makes_a_job_attribute_significant(make_pool):
 
 async def test_switching_autoclustering_off_gives_every_job_its_own_cluster(make_pool):
     pool = make_pool(STATIC + "NUM_CPUS = 1\nSTART = False\nSCHEDD_AUTOCLUSTERING = False\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit("executable = /bin/sleep\narguments = 10\nqueue 4\n", "four.sub", "erin")
         assert len(await _autoclusters(c)) == 4
@@ -144,7 +144,7 @@ async def test_a_partly_matched_request_counts_every_job_considered(make_pool):
     request for three jobs of one autocluster on a pool of two slots is three considered,
     two matched and one rejected, and the rejection's reason reaches the third job."""
     pool = make_pool(STATIC + "NUM_CPUS = 2\nNEGOTIATOR_CONSIDER_PREEMPTION = False\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 2)
         await c.submit("executable = /bin/sleep\narguments = 100000\nqueue 3\n", "three.sub", "pat")
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import grpc
 import pytest
 
-from daemons.cli.client import PoolClient
 from daemons.core import ads
 from daemons.pb.htcpool import collector_pb2, collector_pb2_grpc, common_pb2, schedd_pb2
 
@@ -23,14 +22,14 @@ BAD_SUBMITS = {
 
 async def test_bad_submit_files_are_refused_and_the_queue_is_intact(make_pool, tmp_path):
     pool = make_pool(STATIC + "NUM_CPUS = 1\nSTART = False\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit("executable = /bin/sleep\narguments = 5\nqueue 3\n", "good.sub", "alice")
         for name, (text, message) in BAD_SUBMITS.items():
             path = tmp_path / name
             path.write_text(text)
             # The CLI refuses before contacting the schedd...
-            r = htcpool("submit", str(path), "--pool", pool.collector_address)
+            r = htcpool("submit", str(path), "--state-dir", str(pool.state_dir))
             assert r.returncode == 2, name
             assert message in r.stderr, (name, r.stderr)
             # ...and the schedd refuses the same text on its own, naming the same line.
@@ -48,24 +47,25 @@ async def test_bad_submit_files_are_refused_and_the_queue_is_intact(make_pool, t
 
 async def test_bad_constraints_and_edits_are_refused(make_pool):
     pool = make_pool(STATIC + "NUM_CPUS = 1\nSTART = False\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit("executable = /bin/sleep\nqueue\n", "one.sub", "alice")
-    r = htcpool("q", "--constraint", "JobStatus ==", "--pool", pool.collector_address)
+    r = htcpool("q", "--constraint", "JobStatus ==", "--state-dir", str(pool.state_dir))
     assert r.returncode == 2 and "constraint: cannot parse 'JobStatus =='" in r.stderr
-    r = htcpool("status", "--constraint", "Cpus >", "--pool", pool.collector_address)
+    r = htcpool("status", "--constraint", "Cpus >", "--state-dir", str(pool.state_dir))
     assert r.returncode == 2 and "constraint: cannot parse 'Cpus >'" in r.stderr
-    r = htcpool("qedit", "1.0", "JobStatus", "2", "--pool", pool.collector_address)
+    r = htcpool("qedit", "1.0", "JobStatus", "2", "--state-dir", str(pool.state_dir))
     assert r.returncode == 2 and "attribute JobStatus cannot be edited" in r.stderr
-    r = htcpool("qedit", "1.0", "Foo", "(1 +", "--pool", pool.collector_address)
+    r = htcpool("qedit", "1.0", "Foo", "(1 +", "--state-dir", str(pool.state_dir))
     assert r.returncode == 2 and "Foo: cannot parse '(1 +'" in r.stderr
-    q = htcpool("q", "-af", "ProcId", "JobStatus", "--pool", pool.collector_address)
+    q = htcpool("q", "-af", "ProcId", "JobStatus", "--state-dir", str(pool.state_dir))
     assert q.stdout.splitlines() == ["0 1"]
 
 
 async def test_collector_refuses_garbage_updates_whole(make_pool):
     pool = make_pool(STATIC + "NUM_CPUS = 1\n")
-    async with PoolClient(pool.collector_address) as c:
+    # Advertising is for daemons (DAEMON level): act as one, so the refusals are the ads'.
+    async with pool.client("condor") as c:
         await wait_slots(c, 1)
         stub = collector_pb2_grpc.CollectorStub(c.channels.get(pool.collector_address))
         good = common_pb2.ClassAd(text='[ MyType = "Generic"; Name = "good" ]')

@@ -51,10 +51,10 @@ async def test_cycles_start_an_interval_after_the_previous_start(make_pool):
     """The status page and CycleHistory show cycles NEGOTIATOR_INTERVAL apart, start to start."""
     import aiohttp
 
-    from daemons.cli.client import PoolClient, wait_for
+    from daemons.cli.client import wait_for
 
     pool = make_pool(STATIC + "NUM_CPUS = 1\nNEGOTIATOR_CYCLE_DELAY = 0\nNEGOTIATOR_INTERVAL = 20\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         async def five_cycles():
             found = await c.cycles()
             return found if len(found) >= 5 else None

@@ -2,8 +2,6 @@
 what the negotiator enforces, on real pools."""
 from __future__ import annotations
 
-from daemons.cli.client import PoolClient
-
 from .conftest import PSLOT, attr, wait_jobs, wait_slots
 
 
@@ -16,7 +14,7 @@ async def test_claim_recycling_considers_concurrency_limits(make_pool):
     leftovers used to run the other three at once, past the limit), while jobs without
     limits take the leftovers."""
     pool = make_pool("NUM_CPUS = 4\n" + PSLOT + "SW_LICENSE_LIMIT = 1\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit("executable = /bin/sleep\narguments = 200\nconcurrency_limits = sw_license\nqueue 4\n",
                        "licensed.sub", "lia")

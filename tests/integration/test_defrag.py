@@ -12,6 +12,7 @@ from daemons.cli.client import PoolClient, wait_for
 from daemons.cli.pool import LocalPool
 from daemons.core import ads
 from daemons.core.rpc import Channels
+from daemons.core.security.layer import TokenLayer
 from daemons.defrag.drain_client import DrainClient
 from tests.integration.conftest import PSLOT, htcpool
 
@@ -53,7 +54,7 @@ async def test_defrag_drains_the_best_ranked_machine_and_skips_excluded_ones(def
 DEFRAG_RANK = ifThenElse(Machine == "testhost-003", 100, ifThenElse(Machine == "testhost-002", 10, 0))
 DEFRAG_REQUIREMENTS = Machine != "testhost-003"
 """)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await _busy_everywhere(c, 3)
 
         async def first_drain():
@@ -94,11 +95,12 @@ DEFRAG_REQUIREMENTS = Machine == "testhost-002"
 # cancel as soon as seen draining: each drain of 002 is cancelled at the next poll
 DEFRAG_CANCEL_REQUIREMENTS = true
 """, machines=2)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await _busy_everywhere(c, 2)
         (slot,) = await c.ads("Machine", 'PartitionableSlot && Machine == "testhost-001"')
         address = str(ads.get(slot, "StartdIpAddr")).strip("<>")
-        channels = Channels()
+        # A drain by hand, by the pool's administrator (the user who started it).
+        channels = Channels(extra_layers=[TokenLayer([pool.user_token()])])
         try:
             by_hand = await DrainClient(channels).drain(address, "testhost-001", "graceful", reason="by hand")
         finally:

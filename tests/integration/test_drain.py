@@ -14,7 +14,7 @@ async def _machine(c: PoolClient, host: str):
 
 async def test_graceful_drain_lets_the_job_finish_blocks_new_ones_and_cancel_restores(make_pool):
     pool = make_pool(TWO + "MAXJOBRETIREMENTTIME = 100000\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit("executable = /bin/sleep\narguments = 400\nqueue\n", "one.sub", "alice")
         await wait_jobs(c, "JobStatus == 2", 1)
@@ -27,7 +27,7 @@ async def test_graceful_drain_lets_the_job_finish_blocks_new_ones_and_cancel_res
         before = await wait_for(running_for_a_while, timeout_s=20, what="the machine ad to count the job's work")
         assert attr(before, "Draining") is False
         assert attr(before, "ExpectedMachineGracefulDrainingBadput") == 0  # the job would finish in time
-        r = htcpool("drain", "testhost", "--reason", "defrag test", "--pool", pool.collector_address)
+        r = htcpool("drain", "testhost", "--reason", "defrag test", "--state-dir", str(pool.state_dir))
         assert r.returncode == 0, r.stderr
         await c.submit("executable = /bin/sleep\narguments = 10\nqueue\n", "late.sub", "alice")
 
@@ -46,24 +46,24 @@ async def test_graceful_drain_lets_the_job_finish_blocks_new_ones_and_cancel_res
             return (attr(m, "State"), attr(m, "Activity")) == ("Drained", "Idle")
         await wait_for(drained, timeout_s=20, what="the machine to be drained")
         assert [attr(j, "JobStatus") for j in await c.jobs("ClusterId == 2")] == [1]
-        again = htcpool("drain", "testhost", "--how", "fast", "--reason", "again", "--pool", pool.collector_address)
+        again = htcpool("drain", "testhost", "--how", "fast", "--reason", "again", "--state-dir", str(pool.state_dir))
         assert again.returncode == 2 and "already draining" in again.stderr
         m = await _machine(c, "testhost")   # the first drain stands, unchanged
         assert (attr(m, "DrainReason"), attr(m, "DrainHow"), attr(m, "State")) == ("defrag test", "graceful", "Drained")
-        cancel = htcpool("drain", "testhost", "--cancel", "--pool", pool.collector_address)
+        cancel = htcpool("drain", "testhost", "--cancel", "--state-dir", str(pool.state_dir))
         assert cancel.returncode == 0, cancel.stderr
         await wait_jobs(c, "ClusterId == 2", 1, history=True, timeout_s=30)
 
 
 async def test_quick_drain_evicts_and_the_job_runs_again_elsewhere(make_pool):
     pool = make_pool(TWO + "MachineMaxVacateTime = 30\n", machines=2)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 2)
         await c.submit("executable = /bin/sleep\narguments = 600\nqueue\n", "one.sub", "bob")
         first = (await wait_jobs(c, "JobStatus == 2", 1))[0]
         host = attr(first, "RemoteHost").split("@")[1]
         other = "testhost-002" if host == "testhost-001" else "testhost-001"
-        r = htcpool("drain", host, "--how", "quick", "--pool", pool.collector_address)
+        r = htcpool("drain", host, "--how", "quick", "--state-dir", str(pool.state_dir))
         assert r.returncode == 0, r.stderr
 
         async def moved():
@@ -79,7 +79,7 @@ async def test_quick_drain_evicts_and_the_job_runs_again_elsewhere(make_pool):
 
 async def test_resume_on_completion_puts_the_machine_back(make_pool):
     pool = make_pool(TWO + "MAXJOBRETIREMENTTIME = 100000\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit("executable = /bin/sleep\narguments = 200\nqueue\n", "one.sub", "carol")
         await wait_jobs(c, "JobStatus == 2", 1)
@@ -105,16 +105,16 @@ async def test_resume_on_completion_puts_the_machine_back(make_pool):
 
 async def test_bad_drains_are_refused_and_change_nothing(make_pool):
     pool = make_pool(TWO)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
     for args, message in ((["nosuchhost"], "no machine 'nosuchhost' in the pool"),
                           (["testhost", "--check", "Cpus >"], "check expression: cannot parse 'Cpus >'"),
                           (["testhost", "--check", "Cpus > 100"], "check expression 'Cpus > 100' is not true"),
                           (["testhost", "--start", "(("], "start expression: cannot parse"),
                           (["testhost", "--cancel"], "testhost is not draining")):
-        r = htcpool("drain", *args, "--pool", pool.collector_address)
+        r = htcpool("drain", *args, "--state-dir", str(pool.state_dir))
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         assert message in r.stderr, (args, r.stderr)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         m = await _machine(c, "testhost")
         assert (attr(m, "Draining"), attr(m, "State")) == (False, "Unclaimed")

@@ -97,7 +97,7 @@ async def test_drainboss_with_group_sort_expr_gives_the_drained_machine_to_the_m
 DRAINBOSS_INTERVAL = 60
 DRAINBOSS_OPTIONS = --setpoint 1 --propband 1 --maxtodrain 1 --keepgoing
 """)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await _fill_then_queue(c, 2, grouped=True)
         drained: list[str] = []
 
@@ -125,8 +125,11 @@ DEFRAG_INTERVAL = 60
 DEFRAG_DRAINING_MACHINES_PER_HOUR = 60
 DEFRAG_MAX_CONCURRENT_DRAINING = 1
 DEFRAG_WHOLE_MACHINE_EXPR = Cpus >= 8
+# Only a full machine is drained: a poll during the fill (on a loaded machine the fill can
+# outlast a poll) would otherwise drain a half-filled one and the fill would never finish.
+DEFRAG_REQUIREMENTS = Cpus == 0
 """)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         # The multicore submitter's recent use of the pool (8 cores a job) has made its
         # real priority worse than the single-core one's: fair share alone puts it last.
         await c.set_userprio("mc@testhost", priority=5.0)

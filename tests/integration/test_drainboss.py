@@ -48,7 +48,7 @@ async def test_test_mode_logs_decisions_and_changes_nothing(boss_pool):
     pool = boss_pool("""\
 DRAINBOSS_OPTIONS = --setpoint 4 --propband 2 --maxtodrain 2 --test
 """)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await _fill(c, 2, seconds=100000)
         ad = await _boss_ad(c, "a run that would drain", lambda a: ads.get(a, "QueuedMulticore") == 2
                             and ads.get(a, "ControllerOutput", 0) >= 2)
@@ -66,7 +66,7 @@ async def test_drains_for_multicore_work_then_puts_the_node_back_in_use(boss_poo
 # one node to drain per run while one multicore job is missing
 DRAINBOSS_OPTIONS = --setpoint 1 --propband 1 --maxtodrain 1 --node-choice fewest
 """)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await _fill(c, 2, seconds=300)
         ad = await _boss_ad(c, "a drain", lambda a: ads.get(a, "DrainsStarted", 0) >= 1)
         assert ads.get(ad, "DrainFailures") == 0
@@ -82,7 +82,7 @@ DRAINBOSS_OPTIONS = --setpoint 1 --propband 1 --maxtodrain 1 --node-choice fewes
 
 async def test_restart_resumes_the_controller_history(boss_pool):
     pool = boss_pool("DRAINBOSS_SETPOINT = 3\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         ad = await _boss_ad(c, "three runs", lambda a: ads.get(a, "ControllerSamples", 0) >= 3)
         before = ads.get(ad, "ControllerSamples")
         pool.kill("drainboss")

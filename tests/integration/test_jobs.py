@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import aiohttp
 
-from daemons.cli.client import PoolClient, wait_for
+from daemons.cli.client import wait_for
 
 from .conftest import STATIC, SLEEP, attr, PSLOT, wait_jobs, wait_slots
 
@@ -11,7 +11,7 @@ from .conftest import STATIC, SLEEP, attr, PSLOT, wait_jobs, wait_slots
 
 async def test_partitionable_slot_carves_dynamic_slots_and_jobs_complete(make_pool):
     pool = make_pool("NUM_CPUS = 4\n" + PSLOT)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         cluster, n = await c.submit(SLEEP.format(seconds=300, n=6), "six.sub", "alice")
         assert n == 6
@@ -37,7 +37,7 @@ async def test_partitionable_slot_carves_dynamic_slots_and_jobs_complete(make_po
 
 async def test_static_slots_run_one_job_each(make_pool):
     pool = make_pool(STATIC + "NUM_CPUS = 2\nCLAIM_WORKLIFE = 0\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         slots = await wait_slots(c, 2)
         assert sorted(attr(s, "SlotType") for s in slots) == ["Static", "Static"]
         await c.submit(SLEEP.format(seconds=200, n=3), "three.sub", "bob")
@@ -51,7 +51,7 @@ async def test_static_slots_run_one_job_each(make_pool):
 async def test_claim_reuse_runs_the_next_job_without_negotiating(make_pool):
     # CLAIM_WORKLIFE at HTCondor's default (1200 s): the schedd keeps its claims.
     pool = make_pool("NUM_CPUS = 2\n" + PSLOT + "NEGOTIATOR_INTERVAL = 100000\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit(SLEEP.format(seconds=100, n=6), "six.sub", "carol")
         done = await wait_jobs(c, "true", 6, history=True)
@@ -73,7 +73,7 @@ async def test_job_rank_picks_the_best_slot_and_requirements_exclude(make_pool):
     pool = make_pool("NUM_CPUS = 2\nSLOT_TYPE_1 = cpus=1, mem=1024\nNUM_SLOTS_TYPE_1 = 1\n"
                      "SLOT_TYPE_2 = cpus=1, mem=4096\nNUM_SLOTS_TYPE_2 = 1\nCLAIM_WORKLIFE = 0\n"
                      "NEGOTIATOR_PRE_JOB_RANK = 0\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 2)
         await c.submit("executable = /bin/sleep\narguments = 1000\nrank = TARGET.Memory\nqueue\n", "rank.sub", "dan")
         await c.submit("executable = /bin/sleep\narguments = 1000\nrequirements = TARGET.Memory < 2000\n"
@@ -85,7 +85,7 @@ async def test_job_rank_picks_the_best_slot_and_requirements_exclude(make_pool):
 
 async def test_unmatchable_job_stays_idle_with_a_rejection_reason(make_pool):
     pool = make_pool("NUM_CPUS = 2\n" + PSLOT)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit("executable = /bin/sleep\narguments = 10\nrequest_cpus = 64\nqueue\n", "big.sub", "erin")
 
@@ -99,7 +99,7 @@ async def test_unmatchable_job_stays_idle_with_a_rejection_reason(make_pool):
 
 async def test_several_machines_in_one_startd_process(make_pool):
     pool = make_pool("NUM_CPUS = 2\n" + PSLOT + "CLAIM_WORKLIFE = 0\n", machines=3)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         slots = await wait_slots(c, 3)
         assert len({attr(s, "Machine") for s in slots}) == 3
         await c.submit(SLEEP.format(seconds=500, n=6), "six.sub", "fay")
@@ -112,7 +112,7 @@ async def test_zero_length_jobs_all_complete(make_pool):
     # A zero-length job's exit can reach the schedd before the startd's reply to
     # ActivateClaim does; every such job must still be recorded completed.
     pool = make_pool("NUM_CPUS = 4\n" + PSLOT + "NEGOTIATOR_INTERVAL = 5\n", machines=10)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 10)
         cluster, n = await c.submit(SLEEP.format(seconds=0, n=300), "zero.sub", "gus")
         done = await wait_jobs(c, f"ClusterId == {cluster}", n, history=True, timeout_s=120)

@@ -6,7 +6,7 @@ from typing import AsyncIterator
 
 import grpc
 
-from daemons.cli.client import PoolClient, wait_for
+from daemons.cli.client import wait_for
 from daemons.core import ads
 from daemons.pb.htcpool import common_pb2, schedd_pb2, schedd_pb2_grpc
 
@@ -25,7 +25,7 @@ async def test_every_group_and_submitter_is_negotiated_when_the_pool_is_full(mak
     c's jobs are refused by HTCondor's default PREEMPTION_REQUIREMENTS (False)."""
     pool = make_pool(STATIC + "NUM_CPUS = 2\nGROUP_NAMES = a, b, c\nGROUP_QUOTA_DYNAMIC_a = 0.4\n"
                      "GROUP_QUOTA_DYNAMIC_b = 0.3\nGROUP_QUOTA_DYNAMIC_c = 0.3\nGROUP_ACCEPT_SURPLUS = True\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 2)
         await c.submit(LONG.format(extra="accounting_group = a\n", n=2), "a.sub", "ann")
         await wait_jobs(c, "JobStatus == 2", 2)
@@ -51,7 +51,7 @@ async def test_without_preemption_a_full_pool_still_gives_every_submitter_its_re
     more, whatever is left of the pool; without NEGOTIATOR_CONSIDER_PREEMPTION a slot held
     by someone is not a candidate, so the reason is "no match found"."""
     pool = make_pool(STATIC + "NUM_CPUS = 1\nNEGOTIATOR_CONSIDER_PREEMPTION = False\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit(LONG.format(extra="", n=1), "first.sub", "amy")
         await wait_jobs(c, "JobStatus == 2", 1)
@@ -103,7 +103,8 @@ async def _with_bad_schedd(make_pool, how: str) -> None:
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     try:
-        async with PoolClient(pool.collector_address) as c:
+        # Submitter ads are advertised at ADVERTISE_SCHEDD: act as the pool's daemons.
+        async with pool.client("condor") as c:
             await wait_slots(c, 2)
             # A submitter ad for the bad schedd, named so that it negotiates first.
             bad_ad = ads.ad_text({"MyType": "Submitter", "Name": "aaa-bad@testhost", "ScheddName": "bad@testhost",

@@ -30,7 +30,7 @@ async def test_a_user_with_better_priority_preempts(make_pool):
     pool = make_pool(STATIC + "NUM_CPUS = 2\nPREEMPTION_REQUIREMENTS = RemoteUserPrio > SubmitterUserPrio * 1.2\n"
                      "PRIORITY_HALFLIFE = 100\nNEGOTIATOR_CONSIDER_EARLY_PREEMPTION = True\n"
                      "MAXJOBRETIREMENTTIME = 500\nMachineMaxVacateTime = 200\nCLAIM_WORKLIFE = 0\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 2)
         await c.submit(LONG.format(seconds=100000, extra="", n=2), "hog.sub", "hog")
         await wait_jobs(c, "JobStatus == 2", 2)
@@ -73,7 +73,7 @@ async def test_startd_rank_preempts_for_a_job_it_prefers(make_pool):
     runs again when the slot is free, and each job completes once."""
     pool = make_pool(STATIC + 'NUM_CPUS = 1\nRANK = TARGET.Owner == "vip"\nWANT_VACATE = False\n'
                      "CLAIM_WORKLIFE = 0\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit(LONG.format(seconds=400, extra="", n=1), "joe.sub", "joe")
         await wait_jobs(c, 'Owner == "joe" && JobStatus == 2', 1)
@@ -104,7 +104,7 @@ async def test_preempt_expression_evicts_the_running_job(make_pool):
     Preempting/Vacating, and goes back to its schedd's queue; the slot is free again."""
     pool = make_pool(STATIC + "NUM_CPUS = 1\nPREEMPT = TotalJobRunTime > 100\nMachineMaxVacateTime = 200\n"
                      "POLLING_INTERVAL = 5\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit(LONG.format(seconds=100000, extra="", n=1), "long.sub", "kim")
         await wait_jobs(c, "JobStatus == 2", 1)

@@ -7,7 +7,8 @@ import socket
 import subprocess
 import sys
 
-from daemons.cli.client import PoolClient, wait_for
+from daemons.cli.client import wait_for
+from daemons.core.security.keys import create_key_file
 
 from .conftest import STATIC, SLEEP, attr, FAST, PSLOT, wait_jobs, wait_slots
 
@@ -15,7 +16,7 @@ from .conftest import STATIC, SLEEP, attr, FAST, PSLOT, wait_jobs, wait_slots
 
 async def test_schedd_kill9_mid_run_keeps_the_queue_and_reconnects(make_pool):
     pool = make_pool("NUM_CPUS = 2\n" + PSLOT)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit(SLEEP.format(seconds=800, n=5), "five.sub", "alice")
         running = await wait_jobs(c, "JobStatus == 2", 2)
@@ -39,7 +40,7 @@ async def test_schedd_kill9_mid_run_keeps_the_queue_and_reconnects(make_pool):
 
 async def test_submit_is_durable_across_kill9(make_pool):
     pool = make_pool(STATIC + "NUM_CPUS = 1\nSTART = False\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         cluster, n = await c.submit(SLEEP.format(seconds=10, n=25), "many.sub", "bob")
         # The reply came after fsync: a crash right now loses nothing.
@@ -54,7 +55,7 @@ async def test_submit_is_durable_across_kill9(make_pool):
 
 async def test_collector_expires_ads_of_a_dead_startd(make_pool):
     pool = make_pool("NUM_CPUS = 2\n" + PSLOT + "CLASSAD_LIFETIME = 60\nUPDATE_INTERVAL = 30\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         # A live startd keeps its ads fresh past several lifetimes...
         await wait_for(lambda: c.pool_now(), timeout_s=5, what="pool time")
@@ -75,7 +76,7 @@ async def test_collector_expires_ads_of_a_dead_startd(make_pool):
 
 async def test_dead_startd_returns_its_jobs_to_idle(make_pool):
     pool = make_pool("NUM_CPUS = 1\n" + PSLOT + "ALIVE_INTERVAL = 20\nMAX_CLAIM_ALIVES_MISSED = 3\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit(SLEEP.format(seconds=100000, n=1), "long.sub", "carol")
         await wait_jobs(c, "JobStatus == 2", 1)
@@ -93,8 +94,12 @@ def _free_port() -> int:
 
 async def test_daemon_waits_for_an_unreachable_collector_and_says_so(make_pool, tmp_path):
     port = _free_port()
+    # A daemon started on its own needs the pool's signing key from the start (a real
+    # pool copies it to every host; here the collector later finds it in place).
+    key = tmp_path / "passwords.d" / "POOL"
+    create_key_file(key)
     cfg = tmp_path / "late.conf"
-    cfg.write_text(FAST + f"COLLECTOR_HOST = 127.0.0.1:{port}\nNUM_CPUS = 1\n")
+    cfg.write_text(FAST + f"COLLECTOR_HOST = 127.0.0.1:{port}\nNUM_CPUS = 1\nSEC_TOKEN_POOL_SIGNING_KEY_FILE = {key}\n")
     out = tmp_path / "startd.out"
     env_cmd = [sys.executable, "-m", "daemons.cli.main", "daemon", "startd", "--config", str(cfg)]
     env = dict(os.environ, _CONDOR_LOCAL_DIR=str(tmp_path / "startd"), _CONDOR_POOL_EPOCH="0",
@@ -109,12 +114,12 @@ async def test_daemon_waits_for_an_unreachable_collector_and_says_so(make_pool, 
         assert startd.poll() is None
 
         # The collector arrives on the configured port; the startd's ads follow.
-        pool = make_pool(f"COLLECTOR_HOST = 127.0.0.1:{port}\n", start=False)
+        pool = make_pool(f"COLLECTOR_HOST = 127.0.0.1:{port}\nSEC_TOKEN_POOL_SIGNING_KEY_FILE = {key}\n", start=False)
         pool.roles = ("collector",)
         pool.epoch = 0.0
         pool.start()
         assert pool.collector_address == f"127.0.0.1:{port}"
-        async with PoolClient(pool.collector_address) as c:
+        async with pool.client() as c:
             await wait_slots(c, 1, timeout_s=60)
     finally:
         startd.terminate()

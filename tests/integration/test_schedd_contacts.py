@@ -1,7 +1,6 @@
 """MAX_PENDING_STARTD_CONTACTS: the schedd claims its matches a few at a time, and all of them."""
 from __future__ import annotations
 
-from daemons.cli.client import PoolClient
 
 from .conftest import STATIC, PSLOT, SLEEP, attr, wait_jobs, wait_slots
 
@@ -9,13 +8,13 @@ from .conftest import STATIC, PSLOT, SLEEP, attr, wait_jobs, wait_slots
 async def test_one_startd_contact_at_a_time_still_runs_every_match(make_pool):
     # Static slots and a partitionable slot's leftovers both go through the limit.
     pool = make_pool(STATIC + "NUM_CPUS = 4\nMAX_PENDING_STARTD_CONTACTS = 1\n", machines=3)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 12)
         await c.submit(SLEEP.format(seconds=400, n=10), "ten.sub", "alice")
         running = await wait_jobs(c, "JobStatus == 2", 10)
         assert len({attr(j, "RemoteHost") for j in running}) == 10
     pslots = make_pool("NUM_CPUS = 4\nMAX_PENDING_STARTD_CONTACTS = 1\n" + PSLOT)
-    async with PoolClient(pslots.collector_address) as c:
+    async with pslots.client() as c:
         await wait_slots(c, 1)
         await c.submit(SLEEP.format(seconds=400, n=4), "four.sub", "bob")
         running = await wait_jobs(c, "JobStatus == 2", 4)

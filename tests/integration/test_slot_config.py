@@ -2,7 +2,7 @@
 knobs, the default slot layout, IS_OWNER, boolean ranks, consumption policies."""
 from __future__ import annotations
 
-from daemons.cli.client import PoolClient, wait_for
+from daemons.cli.client import wait_for
 
 from .conftest import STATIC, attr, wait_jobs, wait_slots
 
@@ -23,7 +23,7 @@ async def test_slotN_startd_attrs_and_slot_type_knobs_apply_to_their_slots_alone
                      "NUM_SLOTS_TYPE_2 = 1\nSTARTD_ATTRS = MachineDataSet, NotDefinedAnywhere\n"
                      'SLOT1_MachineDataSet = "S00"\nSLOT_TYPE_2_MachineDataSet = "S02"\n'
                      "SLOT_TYPE_2_SLOT_WEIGHT = 10\nSLOT_TYPE_2_START = False\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         slots = _by_name(await wait_slots(c, 3))
         assert {n: attr(s, "MachineDataSet") for n, s in slots.items()} == {
             "slot1": "S00", "slot2": None, "slot3": "S02"}
@@ -44,7 +44,7 @@ async def test_a_boolean_rank_counts_as_one(make_pool):
     NEGOTIATOR_POST_JOB_RANK (-SlotID) would prefer."""
     pool = make_pool(STATIC + "NUM_CPUS = 2\nSTARTD_ATTRS = MachineDataSet\nSLOT1_MachineDataSet = \"S00\"\n"
                      'SLOT2_MachineDataSet = "S01"\nNEGOTIATOR_PRE_JOB_RANK = 0\n')
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 2)
         await c.submit(LONG.format(extra='+JobDataSet = "S01"\nrank = JobDataSet =?= MachineDataSet\n', n=1),
                        "rank.sub", "bob")
@@ -57,7 +57,7 @@ async def test_default_slot_layout_is_one_partitionable_slot(make_pool):
     unless SLOT_TYPE_0_PARTITIONABLE = False (the default since HTCondor 23), and NUM_SLOTS
     defaults to 1 for it: one partitionable slot with all the machine's resources."""
     pool = make_pool("NUM_CPUS = 4\nMEMORY = 4096\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         slots = await wait_slots(c, 1)
         assert len(slots) == 1
         s = slots[0]
@@ -76,7 +76,7 @@ async def test_is_owner_puts_a_slot_in_the_owner_state_where_nothing_matches(mak
     per slot type (Resource.cpp publish_slot_config_overrides)."""
     pool = make_pool(STATIC + "NUM_CPUS = 2\nSLOT_TYPE_1 = cpus=1\nNUM_SLOTS_TYPE_1 = 1\nSLOT_TYPE_2 = cpus=1\n"
                      "NUM_SLOTS_TYPE_2 = 1\nSLOT_TYPE_2_IS_OWNER = True\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         slots = _by_name(await wait_slots(c, 2))
         assert {n: (attr(s, "State"), attr(s, "Activity")) for n, s in slots.items()} == {
             "slot1": ("Unclaimed", "Idle"), "slot2": ("Owner", "Idle")}
@@ -153,7 +153,7 @@ async def test_consumption_policies_basic_van(make_pool):
     from the partitionable slot (Resource.cpp create_dslot: "MAX(num_cpus, 1.0)"), so
     slot3 keeps 2 of its 5 cpus and 97 of its 100 MB."""
     pool = make_pool(CONSUMPTION_POLICIES_BASIC)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 4)
         await c.submit("executable = /bin/sleep\narguments = 3600\nrequest_cpus = 1\nrequest_memory = 1\n"
                        "request_disk = 1\nqueue 13\n", "cp.sub", "eve")
@@ -188,7 +188,7 @@ async def test_a_request_that_does_not_set_request_res_consumes_none(make_pool):
     pool = make_pool("NUM_CPUS = 4\nMACHINE_RESOURCE_GPUs = 2\nSLOT_TYPE_1 = 100%\nSLOT_TYPE_1_PARTITIONABLE = True\n"
                      "NUM_SLOTS_TYPE_1 = 1\nCONSUMPTION_POLICY = True\nCONSUMPTION_GPUS = TARGET.RequestGPUs ?: 1\n"
                      "CLAIM_PARTITIONABLE_LEFTOVERS = False\n")
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit(LONG.format(extra="", n=3), "cpu.sub", "fay")
         await c.submit(LONG.format(extra="request_GPUs = 1\n", n=1), "gpu.sub", "fay")

@@ -66,6 +66,15 @@ def test_private_attributes_shown_when_asked():
     assert (ad.eval("ClaimId"), ad.eval("Capability")) == ("<1.2.3.4:5>#1#1#abc", "<1.2.3.4:5>#1#1#abc")
 
 
+def test_constraints_cannot_see_private_attributes():
+    s = filled()
+    # Otherwise a caller could test a claim id character by character.
+    assert s.query("Machine", NOW, classad2.ExprTree('substr(ClaimId, 0, 1) == "<"')) == []
+    assert s.query("Machine", NOW, classad2.ExprTree('eval(strcat("Claim", "Id")) isnt undefined')) == []
+    assert s.query("Machine", NOW, classad2.ExprTree("isString(ClaimId)"), include_private=True) == []
+    assert s.invalidate("Machine", constraint=classad2.ExprTree("isString(Capability)")) == 0
+
+
 def test_projection_does_not_leak_private_attributes():
     s = filled()
     out = s.query("Machine", NOW, classad2.ExprTree('Name == "slot1@a"'), projection=["Name", "ClaimId"])

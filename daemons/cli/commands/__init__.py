@@ -6,6 +6,6 @@ one entry in MODULES.
 """
 from __future__ import annotations
 
-from daemons.cli.commands import admin, jobs, lifecycle, measure, status
+from daemons.cli.commands import admin, jobs, lifecycle, measure, ping, status, tls, token
 
-MODULES = (lifecycle, jobs, status, admin, measure)
+MODULES = (lifecycle, jobs, status, admin, measure, token, tls, ping)

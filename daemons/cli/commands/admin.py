@@ -5,11 +5,10 @@ import argparse
 import json
 import time
 
-from daemons.cli.base import (EXIT_OK, EXIT_USAGE, CliError, collector_address, duration, run_async)
+from daemons.cli.base import (EXIT_OK, EXIT_USAGE, CliError, pool_client, duration, run_async)
 
 def cmd_userprio(args: argparse.Namespace) -> int:
     """condor_userprio: list users' priorities, or -setfactor / -setprio."""
-    from daemons.cli.client import PoolClient
 
     def number(text: str, what: str) -> float:
         try:
@@ -21,7 +20,7 @@ def cmd_userprio(args: argparse.Namespace) -> int:
         return v
 
     async def go():
-        async with PoolClient(collector_address(args)) as c:
+        async with pool_client(args) as c:
             if args.setfactor:
                 return await c.set_userprio(args.setfactor[0], factor=number(args.setfactor[1], "factor"))
             if args.setprio:
@@ -61,10 +60,9 @@ def cmd_userprio(args: argparse.Namespace) -> int:
 
 def cmd_drain(args: argparse.Namespace) -> int:
     """condor_drain: drain a machine, or cancel its drain."""
-    from daemons.cli.client import PoolClient
 
     async def go():
-        async with PoolClient(collector_address(args)) as c:
+        async with pool_client(args) as c:
             if args.cancel:
                 await c.cancel_drain(args.host, args.request_id or "")
                 return None
@@ -80,10 +78,9 @@ def cmd_drain(args: argparse.Namespace) -> int:
 
 
 def cmd_reschedule(args: argparse.Namespace) -> int:
-    from daemons.cli.client import PoolClient
 
     async def go() -> int:
-        async with PoolClient(collector_address(args)) as c:
+        async with pool_client(args) as c:
             return await c.reschedule()
 
     n = run_async(go())

@@ -9,11 +9,10 @@ import sys
 import time
 from pathlib import Path
 
-from daemons.cli.base import (EXIT_OK, EXIT_USAGE, CliError, autoformat, collector_address, duration, jsonable,
+from daemons.cli.base import (EXIT_OK, EXIT_USAGE, CliError, autoformat, pool_client, duration, jsonable,
                                print_long, run_async, value)
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from daemons.cli.client import PoolClient
     from daemons.schedd.submit import SubmitContext, SubmitError, build_jobs, parse_submit
     path = Path(args.file)
     try:
@@ -29,8 +28,9 @@ def cmd_submit(args: argparse.Namespace) -> int:
         raise CliError(str(e), EXIT_USAGE) from None
 
     async def go() -> tuple[int, int]:
-        async with PoolClient(collector_address(args)) as c:
-            return await c.submit(text, name, owner)
+        async with pool_client(args) as c:
+            # The schedd makes the jobs the token's user's; --owner is for queue super users.
+            return await c.submit(text, name, args.owner or "")
 
     cluster, count = run_async(go())
     if args.json:
@@ -48,7 +48,6 @@ def cmd_q(args: argparse.Namespace) -> int:
         return _q_autoclusters(args)
     if args.analyze:
         return _q_analyze(args)
-    from daemons.cli.client import PoolClient
     constraint = args.constraint or ""
     if args.jobs:
         ids = " || ".join(
@@ -59,7 +58,7 @@ def cmd_q(args: argparse.Namespace) -> int:
         constraint = f"({ids})" + (f" && ({constraint})" if constraint else "")
 
     async def go():
-        async with PoolClient(collector_address(args)) as c:
+        async with pool_client(args) as c:
             jobs = await c.jobs(constraint, args.af or [], history=args.history)
             return jobs, await c.pool_now(), await c.daemon_address("Scheduler")
 
@@ -94,10 +93,9 @@ def cmd_q(args: argparse.Namespace) -> int:
 
 def _q_autoclusters(args: argparse.Namespace) -> int:
     """condor_q -autocluster: one line per autocluster with its count and significant values."""
-    from daemons.cli.client import PoolClient
 
     async def go():
-        async with PoolClient(collector_address(args)) as c:
+        async with pool_client(args) as c:
             return await c.jobs(args.constraint or "", autoclusters=True)
 
     rows = run_async(go())
@@ -125,13 +123,12 @@ def _q_autoclusters(args: argparse.Namespace) -> int:
 
 def _q_analyze(args: argparse.Namespace) -> int:
     from daemons.cli.analyze import analyze
-    from daemons.cli.client import PoolClient
     if len(args.jobs) != 1 or not all(p.isdigit() for p in args.jobs[0].split(".")) or "." not in args.jobs[0]:
         raise CliError("--analyze takes one job id, CLUSTER.PROC", EXIT_USAGE)
     cluster, proc = args.jobs[0].split(".")
 
     async def go():
-        async with PoolClient(collector_address(args)) as c:
+        async with pool_client(args) as c:
             jobs = await c.jobs(f"ClusterId == {cluster} && ProcId == {proc}")
             if not jobs:
                 jobs = await c.jobs(f"ClusterId == {cluster} && ProcId == {proc}", history=True)
@@ -144,9 +141,11 @@ def _q_analyze(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+ACT_VERB = {"rm": "remove", "hold": "hold", "release": "release", "qedit": "edit"}
+
+
 def _cmd_act(action_name: str):
     def run(args: argparse.Namespace) -> int:
-        from daemons.cli.client import PoolClient
         from daemons.pb.htcpool import schedd_pb2
         action = {"rm": schedd_pb2.REMOVE, "hold": schedd_pb2.HOLD, "release": schedd_pb2.RELEASE,
                   "qedit": schedd_pb2.EDIT}[action_name]
@@ -158,22 +157,28 @@ def _cmd_act(action_name: str):
         if not ids and not args.constraint:
             raise CliError("name jobs (cluster or cluster.proc) or give --constraint", EXIT_USAGE)
 
-        async def go() -> list[str]:
-            async with PoolClient(collector_address(args)) as c:
-                return await c.act(action, ids, args.constraint or "", getattr(args, "reason", "") or "", edits)
+        async def go():
+            async with pool_client(args) as c:
+                return await c.act_reply(action, ids, args.constraint or "", getattr(args, "reason", "") or "",
+                                         edits)
 
-        done = run_async(go())
+        reply = run_async(go())
+        done, denied = list(reply.job_ids), list(reply.denied_job_ids)
         verb = {"rm": "removed", "hold": "held", "release": "released", "qedit": "edited"}[action_name]
+        for job in denied:
+            # condor_rm's words for a job that is not yours (dc_schedd.cpp).
+            print(f"Permission denied to {ACT_VERB[action_name]} job {job}", file=sys.stderr)
         if not done:
             raise CliError(f"no matching job was {verb}")
         print(f"{len(done)} job(s) {verb}: {' '.join(done)}")
-        return EXIT_OK
+        return EXIT_USAGE if denied else EXIT_OK
     return run
 
 
 def register(sub) -> None:
     s = sub.add_parser("submit", help="submit jobs from an HTCondor submit-description file")
     s.add_argument("file", help="submit file, or - for standard input")
+    s.add_argument("--owner", help="submit for this user (queue super users only; default: the token's user)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_submit)
 

@@ -15,7 +15,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     env = {"_CONDOR_TIME_SCALE": str(args.time_scale)} if args.time_scale else {}
     roles = ("collector", "negotiator", "schedd", "startd") + tuple(dict.fromkeys(args.with_roles))
     pool = LocalPool(state, args.config, machines=args.machines, startds=args.startds, env=env,
-                     tie_to_parent=False, roles=roles)
+                     tie_to_parent=False, roles=roles, tls="mutual" if args.mutual_tls else bool(args.tls))
     try:
         pool.start()
     except ConfigError as e:
@@ -26,14 +26,18 @@ def cmd_up(args: argparse.Namespace) -> int:
     expected = args.machines * args.startds
 
     async def slots_seen() -> int:
-        from daemons.cli.client import PoolClient, wait_for
-        async with PoolClient(pool.collector_address) as c:
+        from daemons.cli.client import wait_for
+        async with pool.client() as c:
             return await wait_for(lambda: _count_machines(c, expected), timeout_s=60, what="slot ads")
 
     run_async(slots_seen())
     print(f"pool up: collector at {pool.collector_address}, state in {state.resolve()}")
     for key, d in pool.daemons.items():
         print(f"  {key:<11} pid {d.pid:<7} {d.address:<21} {d.info.get('status_url', '')}")
+    if pool.security:
+        print(f"signing key {pool.security['pool_key_file']}; your token ({pool.user}@"
+              f"{pool.security['trust_domain']}) in {pool.tokens_dir / pool.user}"
+              f"{'; TLS on' if pool.tls else ''}")
     print(f"logs in {state.resolve() / 'log'}; stop with 'htcpool down'")
     return EXIT_OK
 
@@ -80,6 +84,8 @@ def register(sub) -> None:
     s.add_argument("--time-scale", type=float, help="pool seconds per wall second (overrides TIME_SCALE)")
     s.add_argument("--with", dest="with_roles", action="append", default=[], choices=("defrag", "drainboss"),
                    help="also run this draining daemon (repeatable)")
+    s.add_argument("--tls", action="store_true", help="TLS on every port (a pool CA and certificate in STATE/tls)")
+    s.add_argument("--mutual-tls", action="store_true", help="TLS, and every client shows a certificate too")
     s.set_defaults(fn=cmd_up)
 
     s = sub.add_parser("down", help="stop the pool started by 'up'")

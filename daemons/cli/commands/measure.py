@@ -26,6 +26,15 @@ def register(sub) -> None:
     b.add_argument("--jobs", type=int, default=100_000, help="idle jobs (default 100,000)")
     b.add_argument("--submitters", type=int, default=100, help="submitters (default 100)")
     b.add_argument("--autoclusters", type=int, default=500, help="job kinds, one autocluster each (default 500)")
+    b = benches.add_parser("security", parents=[common],
+                           help="the cost of authentication per RPC: without a token, with one, with TLS")
+    b.add_argument("--calls", type=int, default=2000, help="RPCs per measurement (default 2,000)")
+    b.add_argument("--modes", default="off,token,tls,mutual", help="off, token, tls, mutual (default all)")
+    b = benches.add_parser("netns", parents=[common],
+                           help="job throughput of one pool on loopback and across network namespaces (root)")
+    b.add_argument("--jobs", type=int, default=1000)
+    b.add_argument("--machines", type=int, default=50)
+    b.add_argument("--cpus", type=int, default=8)
     for b in benches.choices.values():
         b.add_argument("--json", action="store_true", help="end with one JSON object")
         b.set_defaults(fn=cmd_bench)

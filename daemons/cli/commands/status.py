@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from daemons.cli.base import (EXIT_OK, autoformat, collector_address, duration, jsonable,
+from daemons.cli.base import (EXIT_OK, autoformat, pool_client, duration, jsonable,
                                print_long, run_async, value)
 
 STATUS_TYPES = {"startd": "Machine", "schedd": "Scheduler", "submitters": "Submitter",
@@ -21,11 +21,10 @@ DRAINER_COLUMNS = {
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from daemons.cli.client import PoolClient
     my_type = STATUS_TYPES[args.kind]
 
     async def go():
-        async with PoolClient(collector_address(args)) as c:
+        async with pool_client(args) as c:
             return await c.ads(my_type, args.constraint or "", args.af or []), await c.pool_now()
 
     rows, now = run_async(go())

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from daemons.cli.client import PoolClient, wait_for
+from daemons.cli.client import wait_for
 from daemons.cli.experiments.common import json_line, out_dir, print_table, pyplot, write_csv
 from daemons.cli.pool import LocalPool, StartdSpec
 from daemons.core import ads
@@ -237,7 +237,7 @@ async def _run_mode(mode: str, args: argparse.Namespace, users: list[UserWorkloa
     machines = sum(spec.machines for spec in specs)
     try:
         pool.start(timeout_s=120)
-        async with PoolClient(pool.collector_address) as c:
+        async with pool.client() as c:
             async def all_machines():
                 return len({ads.get(a, "Machine") for a in await c.ads("Machine", projection=["Machine"])}) >= machines
             await wait_for(all_machines, timeout_s=120, what=f"{machines} machines")

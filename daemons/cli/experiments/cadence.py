@@ -115,7 +115,7 @@ class RunResult:
 async def run_pool(label: str, workloads: Sequence[Workload], *, slots: int, interval_s: float, time_scale: float,
                    worklife_s: float, state: Path, emit) -> RunResult:
     """Start a pool with one machine per workload, run the workloads side by side, measure every slot."""
-    from daemons.cli.client import PoolClient, wait_for
+    from daemons.cli.client import wait_for
     from daemons.cli.pool import LocalPool
     from daemons.core import ads
     from daemons.pb.htcpool import schedd_pb2
@@ -128,7 +128,7 @@ async def run_pool(label: str, workloads: Sequence[Workload], *, slots: int, int
     t0 = time.monotonic()
     try:
         pool.start(timeout_s=120)
-        async with PoolClient(pool.collector_address) as c:
+        async with pool.client() as c:
             async def all_slots():
                 found = await c.ads("Machine", projection=["Machine"])
                 return found if len(found) >= machines * slots else None

@@ -276,7 +276,7 @@ async def run_controller(controller: str, s: Settings, state: Path, emit) -> dic
     try:
         pool.start(timeout_s=120)
         clock = PoolClock(scale=s.time_scale, epoch=pool.epoch)
-        async with PoolClient(pool.collector_address) as c:
+        async with pool.client() as c:
             async def machines_up():
                 return len(await c.ads("Machine", "PartitionableSlot", ["Name"])) >= s.machines
             await wait_for(machines_up, timeout_s=120, what=f"{s.machines} machines")

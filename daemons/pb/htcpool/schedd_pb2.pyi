@@ -94,12 +94,14 @@ class ActRequest(_message.Message):
     def __init__(self, action: _Optional[_Union[Action, str]] = ..., job_ids: _Optional[_Iterable[str]] = ..., constraint: _Optional[str] = ..., reason: _Optional[str] = ..., edits: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ActReply(_message.Message):
-    __slots__ = ("affected", "job_ids")
+    __slots__ = ("affected", "job_ids", "denied_job_ids")
     AFFECTED_FIELD_NUMBER: _ClassVar[int]
     JOB_IDS_FIELD_NUMBER: _ClassVar[int]
+    DENIED_JOB_IDS_FIELD_NUMBER: _ClassVar[int]
     affected: int
     job_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, affected: _Optional[int] = ..., job_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    denied_job_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, affected: _Optional[int] = ..., job_ids: _Optional[_Iterable[str]] = ..., denied_job_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class NegotiatorMessage(_message.Message):
     __slots__ = ("start", "send_requests", "match", "reject", "end", "outcomes")
