@@ -253,7 +253,8 @@ class Cycle:
         """A match is made: the submitter pays its cost now; a preempted user stops paying."""
         if m.preempting:
             self.accountant.remove_match(m.preempting, self.ancestry_of(m.preempting), m.cost, m.preempted_limits)
-        self.accountant.add_match(session.name, session.ancestry, m.cost, limits)
+        self.accountant.add_match(session.name, session.ancestry, m.cost, limits, slot=m.slot_name,
+                                  at=self.mm.now if self.mm is not None else None)
 
     def remote_attrs(self, user: str) -> dict[str, object]:
         """RemoteUserPrio and friends for the slots a user holds (addRemoteUserPrios)."""

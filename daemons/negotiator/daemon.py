@@ -15,9 +15,11 @@ so runs can be compared line by line.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
+import tempfile
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
@@ -133,13 +135,20 @@ class NegotiatorDaemon(Daemon):
         state = json.dumps(self.accountant.to_state())
 
         def write() -> None:
+            # A temporary file of this save's own: saves can overlap (the end of a cycle and
+            # shutdown), and with one shared name the first os.replace takes the second's file.
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            with open(tmp, "w") as f:
-                f.write(state)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w") as f:
+                    f.write(state)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
         await asyncio.to_thread(write)
 
     async def on_start(self) -> None:
@@ -252,8 +261,11 @@ class NegotiatorDaemon(Daemon):
             log.error("configuration: %s", problem)
         cycle = Cycle(self.cfg.cycle_policy, self.accountant, None, submitters, 0.0, 1.0)
         self.accountant.update_priorities(rec.start)
-        pool_weight, min_weight, claimed = 0.0, math.inf, []
+        pool_weight, min_weight, claimed, heard = 0.0, math.inf, [], {}
         for v in views:
+            name, last = v.get("Name"), v.get("LastHeardFrom")
+            if isinstance(name, str) and isinstance(last, (int, float)) and not isinstance(last, bool):
+                heard[name] = float(last)
             w = self._view_weight(v)
             pool_weight += w
             min_weight = min(min_weight, w) if w > 0 else min_weight
@@ -262,7 +274,7 @@ class NegotiatorDaemon(Daemon):
                 if isinstance(owner, str) and owner:
                     limits = v.get("ConcurrencyLimits")
                     claimed.append((owner, cycle.ancestry_of(owner), w, limits if isinstance(limits, str) else ""))
-        self.accountant.check_matches(claimed)
+        self.accountant.check_matches(claimed, heard)
         cycle.pool_weight = rec.pool_weight = pool_weight
         cycle.min_weight = min_weight if math.isfinite(min_weight) else 1.0
         phase("accounting")
