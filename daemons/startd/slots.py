@@ -404,7 +404,17 @@ class Machine:
         # command.cpp activate_claim: the slot's Requirements (START, WithinResourceLimits)
         # must accept this job too; a claim reused for another job is checked again here.
         job_ad["CurrentTime"] = int(now)
-        if not job_ad.matches(self.classad(slot, now)):
+        slot_ad = self.classad(slot, now)
+        if slot.spec.consumption_policy and slot.kind is SlotKind.DYNAMIC:
+            # A dynamic slot of a consumption policy: what the policy consumes for this job
+            # (a Request<Res> it does not set counting 0) must fit the slot
+            # (cp_sufficient_assets), and START must accept the job.
+            size = self._consumed(slot, job_ad, slot_ad)
+            fits = size.fits(slot.size) if isinstance(size, Resources) else size.endswith("consumes nothing for this job")
+            accepted = fits and ads.is_true(ads.evaluate(slot_ad.lookup("Start"), slot_ad, job_ad))
+        else:
+            accepted = job_ad.matches(slot_ad)
+        if not accepted:
             return False, f"{self.name_of(slot)}: Slot does not match job (the slot's Requirements reject it)", 0.0
         cluster = ads.get(job_ad, "ClusterId")
         proc = ads.get(job_ad, "ProcId")

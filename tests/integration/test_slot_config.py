@@ -194,12 +194,14 @@ async def test_a_request_that_does_not_set_request_res_consumes_none(make_pool):
         await c.submit(LONG.format(extra="request_GPUs = 1\n", n=1), "gpu.sub", "fay")
         await wait_jobs(c, "JobStatus == 2", 4)
 
+        # Busy: the startd activated each claim too (it checks the job against the slot again).
         async def split():
-            found = await c.ads("Machine", "DynamicSlot =?= true")
+            found = await c.ads("Machine", 'DynamicSlot =?= true && Activity == "Busy"')
             return found if len(found) == 4 else None
-        dslots = await wait_for(split, timeout_s=30, what="four dynamic slots")
+        dslots = await wait_for(split, timeout_s=30, what="four busy dynamic slots")
         assert sorted(attr(d, "GPUs") for d in dslots) == [0, 0, 0, 1]
         p = (await c.ads("Machine", "PartitionableSlot =?= true"))[0]
         assert attr(p, "GPUs") == 1
     log = (pool.state_dir / "log" / "NegotiatorLog").read_text()
     assert "does not evaluate" not in log
+    assert "activation failed" not in (pool.state_dir / "log" / "StartLog").read_text()
