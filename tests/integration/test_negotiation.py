@@ -39,7 +39,10 @@ async def test_every_group_and_submitter_is_negotiated_when_the_pool_is_full(mak
             return idle if len(idle) == 2 else None
         idle = await wait_for(both_rejected, timeout_s=30, what="b's and c's jobs rejected with a reason")
         assert {attr(j, "LastRejMatchReason") for j in idle} == {"PREEMPTION_REQUIREMENTS == False"}
-        cycle = next(r for r in await c.cycles() if r.start >= since and r.rejections >= 2)
+        # The schedd records a rejection during the cycle; the cycle's record comes at its end.
+        async def rejecting_cycle():
+            return next((r for r in await c.cycles() if r.start >= since and r.rejections >= 2), None)
+        cycle = await wait_for(rejecting_cycle, timeout_s=30, what="a cycle record with both rejections")
         assert {o.split("/")[1] for o in cycle.order} >= {"b.ben@testhost", "c.cid@testhost"}
     log = (pool.state_dir / "log" / "NegotiatorLog").read_text()
     assert "Group b - BEGIN NEGOTIATION" in log and "Group c - BEGIN NEGOTIATION" in log
@@ -113,8 +116,11 @@ async def _with_bad_schedd(make_pool, how: str) -> None:
             await c.collector.update([bad_ad])
             await c.submit(LONG.format(extra="", n=2), "good.sub", "zed")
             await wait_jobs(c, "JobStatus == 2", 2)
-            cycles = [r for r in await c.cycles() if r.matches]
-            assert cycles and cycles[0].error == ""
+            # The jobs can start before the cycle that matched them has recorded itself.
+            async def matching_cycles():
+                return [r for r in await c.cycles() if r.matches] or None
+            cycles = await wait_for(matching_cycles, timeout_s=30, what="the matching cycle's record")
+            assert cycles[0].error == ""
             assert [f.split(":")[0] for f in cycles[0].failed] == ["aaa-bad@testhost"]
             assert cycles[0].order[:2] == ["<none>/aaa-bad@testhost", "<none>/zed@testhost"]
             assert bad.sessions >= 1

@@ -56,7 +56,9 @@ async def test_a_user_with_better_priority_preempts(make_pool):
         assert "preempted by newbie@testhost" in attr(preempted, "VacateReason")
         assert attr(preempted, "NumJobStarts") == 1
         assert await c.jobs("true", history=True) == []
-        cycle = next(r for r in await c.cycles() if r.preemptions)
+        async def preempting_cycle():
+            return next((r for r in await c.cycles() if r.preemptions), None)
+        cycle = await wait_for(preempting_cycle, timeout_s=30, what="the preempting cycle's record")
         assert cycle.preemptions == 1
     log = (pool.state_dir / "log" / "NegotiatorLog").read_text()
     assert "Preempting hog@testhost (user prio=" in log
