@@ -79,6 +79,10 @@ def test_equal_users_share_the_pool_in_one_spin():
                    ("b@d", ["slot3@h", "slot4@h", "no match found"], "resume")]
     assert cyc.last_limits == {"a@d": (0.5, 2.0), "b@d": (0.5, 2.0)}
     assert (cyc.counts.matches, cyc.counts.rejections, cyc.counts.considered) == (4, 2, 6)
+    # Each match stays charged until its slot's ad shows it (the accountant's pending matches).
+    assert [(p.slot, p.submitter, p.cost, p.at) for p in cyc.accountant.pending] == [
+        ("slot1@h", "a@d", 1.0, NOW), ("slot2@h", "a@d", 1.0, NOW), ("slot3@h", "b@d", 1.0, NOW),
+        ("slot4@h", "b@d", 1.0, NOW)]
 
 
 def test_every_submitter_is_negotiated_and_rejected_when_the_pool_is_full():
