@@ -23,7 +23,8 @@ HTCondor behaviour followed here:
   checked by WithinResourceLimits;
 - a claimed slot offers a claim id for a preempting claim; preemption (by the
   negotiator's match or by PREEMPT) is in daemons/startd/preemption.py.
-Draining is in daemons/startd/drain.py; the slot ad in daemons/startd/slotad.py.
+Draining is in daemons/startd/drain.py; the slot ad in daemons/startd/slotad.py; a dynamic
+slot's size in daemons/startd/sizing.py.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import classad2
 
 from daemons.core import ads
-from daemons.startd import policy
+from daemons.startd import policy, sizing
 from daemons.startd.config import STANDARD, Resources, SlotTypeSpec, StartdConfig
 from daemons.startd.slotad import slot_ad, within_resource_limits
 
@@ -282,7 +283,7 @@ class Machine:
             # checked against what is free below. START must still accept the job.
             accepted = ads.is_true(ads.evaluate(slot_ad.lookup("Start"), slot_ad, job_ad))
         elif slot.spec.consumption_policy:
-            accepted = _cp_accepts(job_ad, slot_ad, slot.spec.consumption)
+            accepted = sizing.cp_accepts(job_ad, slot_ad, slot.spec.consumption)
         else:
             # classad2's a.matches(b) evaluates b's Requirements against a: this asks whether
             # the slot's Requirements (START, WithinResourceLimits) accept the job.
@@ -301,14 +302,14 @@ class Machine:
             return ClaimOutcome(True, claim_id=claim.id, slot_name=self.name_of(slot),
                                 slot_ad=self.slot_ad(slot, now))
         if decided:
-            size = self._decided_size(decided)
+            size = sizing.decided_size(self.cfg, decided)
         elif slot.spec.consumption_policy:
-            size = self._consumed(slot, job_ad, slot_ad)
+            size = sizing.consumed(slot, job_ad, slot_ad)
         else:
-            size = self._dynamic_size(slot, job_ad, slot_ad)
+            size = sizing.dynamic_size(self.cfg, slot, job_ad, slot_ad)
         if isinstance(size, str):
             return ClaimOutcome(False, f"{self.name_of(slot)}: {size}")
-        size = _with_floors(size)
+        size = sizing.with_floors(size)
         if not size.fits(slot.free):
             want = f"{size.cpus} cpus/{size.memory} MB/{size.disk} KB" + "".join(f"/{v} {k}" for k, v in size.custom)
             left = f"{slot.free.cpus}/{slot.free.memory}/{slot.free.disk}" + "".join(
@@ -340,57 +341,6 @@ class Machine:
         self.registry[cap] = (self, slot.short_name)
         return cap
 
-    def _decided_size(self, decided: dict[str, int]) -> Resources | str:
-        lower = {k.lower(): v for k, v in decided.items()}
-        unknown = [k for k in lower if k not in {n.lower() for n in self.cfg.machine.names}]
-        if unknown:
-            return f"the negotiator's split names unknown resources: {', '.join(unknown)}"
-        if any(v < 0 for v in lower.values()):
-            return "the negotiator's split has a negative amount"
-        return Resources.of({n: lower.get(n.lower(), 0) for n in self.cfg.machine.names})
-
-    def _consumed(self, slot: Slot, job_ad: classad2.ClassAd, slot_ad: classad2.ClassAd) -> Resources | str:
-        """A consumption policy's split (consumption_policy.cpp cp_compute_consumption):
-        Consumption<Res> with the slot as MY and the job as TARGET, a Request<Res> the job
-        does not set counting 0."""
-        amounts: dict[str, int] = {}
-        for res, expr in slot.spec.consumption:
-            attr = f"Request{res}"
-            missing = attr not in job_ad
-            if missing:
-                job_ad[attr] = 0
-            try:
-                v = ads.as_float(ads.evaluate(ads.parse_expr(expr), slot_ad, job_ad))
-            finally:
-                if missing:
-                    del job_ad[attr]
-            if v is None or v < 0:
-                return f"Consumption{res} = {expr} does not evaluate to a non-negative number for this job"
-            amounts[res] = int(-(-v // 1))
-        if not any(amounts.values()):
-            return "the consumption policy consumes nothing for this job"
-        return Resources.of(amounts)
-
-    def _dynamic_size(self, slot: Slot, job_ad: classad2.ClassAd, slot_ad: classad2.ClassAd) -> Resources | str:
-        values: dict[str, int] = {}
-        exprs = self.cfg.policy(slot.spec).modify_request_exprs + tuple(
-            e for e in self.cfg.modify_request_exprs if e[0] not in ("RequestCpus", "RequestMemory", "RequestDisk"))
-        for attr, expr in exprs:
-            v = ads.as_number(ads.evaluate(classad2.ExprTree(expr), job_ad, slot_ad))
-            if v is None:
-                v = ads.as_number(ads.get(job_ad, attr))
-            if v is None and attr == "RequestCpus":
-                v = 1.0  # Resource.cpp create_dslot: "reasonable default, for sure"
-            if v is None:
-                return f"the job's {attr} does not evaluate to a number"
-            values[attr[len("Request"):]] = int(-(-v // 1))
-        for r in self.cfg.custom_resources:
-            if r not in values:
-                v = ads.as_number(ads.get(job_ad, f"Request{r}"))
-                values[r] = int(-(-v // 1)) if v is not None else 0
-        return Resources.of({"Cpus": values["Cpus"], "Memory": values["Memory"], "Disk": max(0, values["Disk"]),
-                             **{r: max(0, values[r]) for r in self.cfg.custom_resources}})
-
     def activate(self, slot: Slot, job_ad: classad2.ClassAd, now: float) -> tuple[bool, str, float]:
         c = slot.claim
         if c is None:
@@ -409,8 +359,8 @@ class Machine:
             # A dynamic slot of a consumption policy: what the policy consumes for this job
             # (a Request<Res> it does not set counting 0) must fit the slot
             # (cp_sufficient_assets), and START must accept the job.
-            size = self._consumed(slot, job_ad, slot_ad)
-            fits = size.fits(slot.size) if isinstance(size, Resources) else size.endswith("consumes nothing for this job")
+            size = sizing.consumed(slot, job_ad, slot_ad)
+            fits = size.fits(slot.size) if isinstance(size, Resources) else size == sizing.CONSUMES_NOTHING
             accepted = fits and ads.is_true(ads.evaluate(slot_ad.lookup("Start"), slot_ad, job_ad))
         else:
             accepted = job_ad.matches(slot_ad)
@@ -493,40 +443,6 @@ class Machine:
 
     def all_ads(self, now: float) -> list[dict[str, Any]]:
         return [self.slot_ad(s, now) for s in self.slots.values()]
-
-
-def _with_floors(size: Resources) -> Resources:
-    """A dynamic slot gets at least 1 cpu and 1 MB of memory (Resource.cpp create_dslot,
-    without fractional cpus), taken from the partitionable slot like the rest."""
-    if size.cpus >= 1 and size.memory >= 1:
-        return size
-    amounts = size.as_dict()
-    amounts["Cpus"] = max(1, size.cpus)
-    amounts["Memory"] = max(1, size.memory)
-    return Resources.of(amounts)
-
-
-def _cp_accepts(job_ad: classad2.ClassAd, slot_ad: classad2.ClassAd, consumption: tuple[tuple[str, str], ...]) -> bool:
-    """The slot's Requirements for a job on a p-slot with a consumption policy, with the
-    job's Request<Res> (those it sets) replaced by what the policy consumes, the originals
-    kept as _cp_orig_Request<Res> (consumption_policy.cpp cp_override_requested)."""
-    saved: dict[str, Any] = {}
-    for res, expr in consumption:
-        attr = f"Request{res}"
-        if attr not in job_ad:
-            continue
-        v = ads.as_float(ads.evaluate(ads.parse_expr(expr), slot_ad, job_ad))
-        if v is None:
-            continue
-        saved[attr] = job_ad.lookup(attr)
-        job_ad[f"_cp_orig_{attr}"] = saved[attr]
-        job_ad[attr] = int(-(-v // 1))
-    try:
-        return job_ad.matches(slot_ad)
-    finally:
-        for attr, tree in saved.items():
-            job_ad[attr] = tree
-            del job_ad[f"_cp_orig_{attr}"]
 
 
 class Startd:
