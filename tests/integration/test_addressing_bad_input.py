@@ -10,6 +10,8 @@ from pathlib import Path
 
 from daemons.cli.client import PoolClient
 from daemons.core import ads
+from daemons.core.security.keys import POOL_KEY_ID, KeyRing, create_key_file
+from daemons.core.security.tokens import mint
 
 from .conftest import FAST, wait_slots, wait_until
 
@@ -28,6 +30,15 @@ def daemon(role: str, cfg: Path, out: Path, env: dict[str, str], *args: str) -> 
                                 cwd=str(cfg.parent))
 
 
+def pool_key(state: Path) -> str:
+    """The pool's signing key where daemons look for it ($(LOCAL_DIR)/passwords.d/POOL), in
+    place before any daemon starts (a real pool copies it to every host; a daemon that
+    starts before the collector has made it cannot verify tokens), and a user's token."""
+    key = state / "passwords.d" / "POOL"
+    create_key_file(key)
+    return mint(KeyRing(key, key.parent).jwt_key(POOL_KEY_ID), identity="alice@testhost", issuer="testhost")
+
+
 def stop(*procs: subprocess.Popen) -> None:
     for p in procs:
         if p.poll() is None:
@@ -43,9 +54,10 @@ async def test_startd_waits_for_a_collector_that_is_not_there_yet(tmp_path):
     port = free_port()
     cfg = tmp_path / "pool.conf"
     # A long update interval: the retries that follow come from the backoff, not the schedule.
-    cfg.write_text(FAST + "UPDATE_INTERVAL = 3000\nNUM_CPUS = 2\n")
+    cfg.write_text(FAST + "UPDATE_INTERVAL = 3000\nNUM_CPUS = 2\nTRUST_DOMAIN = testhost\n")
     env = {"_CONDOR_COLLECTOR_HOST": f"127.0.0.1:{port}", "_CONDOR_POOL_EPOCH": repr(time.time()),
            "_CONDOR_LOCAL_DIR": str(tmp_path / "state")}
+    token = pool_key(tmp_path / "state")
     startd_out, collector_out = tmp_path / "startd.out", tmp_path / "collector.out"
     startd = daemon("startd", cfg, startd_out, env)
     collector = None
@@ -58,7 +70,7 @@ async def test_startd_waits_for_a_collector_that_is_not_there_yet(tmp_path):
         assert startd.poll() is None and "Traceback" not in text
         # The collector comes up late: the startd's next try gets through.
         collector = daemon("collector", cfg, collector_out, env)
-        async with PoolClient(f"127.0.0.1:{port}") as c:
+        async with PoolClient(f"127.0.0.1:{port}", tokens=[token]) as c:
             await wait_slots(c, 1, timeout_s=60)
         assert f"advertised to {where} after" in startd_out.read_text()
         assert "Traceback" not in startd_out.read_text()
@@ -83,13 +95,14 @@ async def test_without_pool_epoch_the_collector_sets_it_and_the_others_learn_it(
     """A compose pool started without POOL_EPOCH: the collector's own start is the epoch."""
     port = free_port()
     cfg = tmp_path / "pool.conf"
-    cfg.write_text(FAST + f"COLLECTOR_HOST = 127.0.0.1:{port}\nNUM_CPUS = 1\n")
+    cfg.write_text(FAST + f"COLLECTOR_HOST = 127.0.0.1:{port}\nNUM_CPUS = 1\nTRUST_DOMAIN = testhost\n")
     env = {"_CONDOR_LOCAL_DIR": str(tmp_path / "state")}
+    token = pool_key(tmp_path / "state")
     col_out, startd_out = tmp_path / "collector.out", tmp_path / "startd.out"
     collector = daemon("collector", cfg, col_out, env)
     startd = daemon("startd", cfg, startd_out, env)
     try:
-        async with PoolClient(f"127.0.0.1:{port}") as c:
+        async with PoolClient(f"127.0.0.1:{port}", tokens=[token]) as c:
             await wait_slots(c, 1, timeout_s=60)
             epoch = {ads.get(a, "MyType"): ads.get(a, "PoolEpoch")
                      for t in ("Collector", "StartDaemon") for a in await c.ads(t)}
