@@ -14,6 +14,7 @@ Expressions are evaluated with the slot as MY and the job, if any, as TARGET:
 """
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import classad2
@@ -32,6 +33,12 @@ def policy_of(machine: "Machine", slot: "Slot") -> SlotPolicy:
     return machine.cfg.policy(slot.spec)
 
 
+# Once HTCondor's configuration is loaded (as every daemon loads it) the ClassAd library
+# uses old ClassAd semantics, where CurrentTime is built in: it is no longer among an
+# expression's references, yet its value changes.
+_CURRENT_TIME = re.compile(r"\bCurrentTime\b", re.IGNORECASE)
+
+
 def _constant(text: str) -> Any:
     """The value of an expression that refers to nothing ("0", "10 * 60", "False"), else _UNKNOWN."""
     v = _CONSTANTS.get(text, None)
@@ -40,7 +47,7 @@ def _constant(text: str) -> Any:
         # classad2 reports [''] for an expression that refers to nothing.
         refs = [r for r in classad2.ClassAd().externalRefs(tree) if r]
         # A function call may depend on the time (time()) even without references.
-        v = ads.evaluate(tree) if not refs and "(" not in text else _UNKNOWN
+        v = ads.evaluate(tree) if not refs and "(" not in text and not _CURRENT_TIME.search(text) else _UNKNOWN
         _CONSTANTS[text] = v
     return v
 

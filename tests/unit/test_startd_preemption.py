@@ -134,3 +134,19 @@ def test_constant_policies_are_known_without_a_slot():
     from daemons.startd import policy
     assert [policy.never(t) for t in ("false", "False", "0", "10 > 20", "true", "TotalJobRunTime > 5")] == [
         True, True, True, True, False, False]
+
+
+def test_an_expression_of_currenttime_is_never_a_constant():
+    """With HTCondor's configuration loaded (every daemon loads it) the ClassAd library
+    uses old semantics, where CurrentTime is built in and no longer a reference: IS_OWNER
+    = CurrentTime < 2000 must still follow the slot's time, not be frozen at its first value."""
+    import htcondor2
+
+    from daemons.startd import policy
+    htcondor2.param.get("NUM_CPUS")
+    assert policy._constant("CurrentTime < 2001") is policy._UNKNOWN
+    assert policy._constant("currenttime >= 5") is policy._UNKNOWN
+    assert policy._constant("10 * 60") == 600
+    m = machine(is_owner="CurrentTime < 2000")
+    assert m.slots["slot1"].state == "Owner"
+    assert m.refresh_owner(2000.0) is True and m.slots["slot1"].state == "Unclaimed"
