@@ -98,3 +98,16 @@ def wait_until(check: Callable[[], object], *, timeout_s: float, what: str, inte
         if time.monotonic() >= deadline:
             raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
         time.sleep(interval_s)
+
+
+def pool_key(state: Path, user: str = "alice", trust_domain: str = "testhost") -> str:
+    """For daemons started by hand: the pool's signing key where they look for it
+    ($(LOCAL_DIR)/passwords.d/POOL), in place before any of them starts (a real pool copies
+    it to every host; a daemon that starts before the collector has made it cannot verify
+    tokens), and a token for `user` (the configuration should set TRUST_DOMAIN to match)."""
+    from daemons.core.security.keys import POOL_KEY_ID, KeyRing, create_key_file
+    from daemons.core.security.tokens import mint
+    key = state / "passwords.d" / "POOL"
+    create_key_file(key)
+    return mint(KeyRing(key, key.parent).jwt_key(POOL_KEY_ID), identity=f"{user}@{trust_domain}",
+                issuer=trust_domain)

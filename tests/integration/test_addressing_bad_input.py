@@ -10,10 +10,8 @@ from pathlib import Path
 
 from daemons.cli.client import PoolClient
 from daemons.core import ads
-from daemons.core.security.keys import POOL_KEY_ID, KeyRing, create_key_file
-from daemons.core.security.tokens import mint
 
-from .conftest import FAST, wait_slots, wait_until
+from .conftest import FAST, pool_key, wait_slots, wait_until
 
 
 def free_port() -> int:
@@ -28,15 +26,6 @@ def daemon(role: str, cfg: Path, out: Path, env: dict[str, str], *args: str) -> 
         return subprocess.Popen([sys.executable, "-m", "daemons.cli.main", "daemon", role, "--config", str(cfg),
                                  *args], env=full, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 cwd=str(cfg.parent))
-
-
-def pool_key(state: Path) -> str:
-    """The pool's signing key where daemons look for it ($(LOCAL_DIR)/passwords.d/POOL), in
-    place before any daemon starts (a real pool copies it to every host; a daemon that
-    starts before the collector has made it cannot verify tokens), and a user's token."""
-    key = state / "passwords.d" / "POOL"
-    create_key_file(key)
-    return mint(KeyRing(key, key.parent).jwt_key(POOL_KEY_ID), identity="alice@testhost", issuer="testhost")
 
 
 def stop(*procs: subprocess.Popen) -> None:

@@ -19,12 +19,12 @@ import urllib.request
 
 import pytest
 
-from daemons.cli.client import PoolClient, strip_addr
+from daemons.cli.client import PoolClient, strip_addr, wait_for
 from daemons.cli.pool import LocalPool
 from daemons.core import ads
 from daemons.harness import netns
 
-from .conftest import FAST, PSLOT, SLEEP, htcpool, wait_jobs, wait_slots, wait_until
+from .conftest import FAST, PSLOT, SLEEP, htcpool, pool_key, wait_jobs, wait_slots, wait_until
 
 WHY = netns.unavailable()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=f"namespace harness: {WHY}")
@@ -62,7 +62,7 @@ def ns_pool(net, tmp_path):
 async def test_pool_in_five_namespaces_runs_100_jobs(net, ns_pool, tmp_path):
     collector = f"{net['collector'].ip}:9618"
     assert ns_pool.collector_address == collector
-    async with PoolClient(collector) as c:
+    async with ns_pool.client() as c:
         slots = await wait_slots(c, 4)   # 2 startds x 2 machines, one p-slot each
         assert {strip_addr(str(ads.get(s, "MyAddress"))).rpartition(":")[0] for s in slots} == {
             net["startd1"].ip, net["startd2"].ip}
@@ -82,8 +82,7 @@ async def test_pool_in_five_namespaces_runs_100_jobs(net, ns_pool, tmp_path):
 
 
 async def test_daemons_bound_to_all_interfaces_advertise_reachable_addresses(net, ns_pool):
-    collector = f"{net['collector'].ip}:9618"
-    async with PoolClient(collector) as c:
+    async with ns_pool.client() as c:
         await wait_slots(c, 4)
         daemons = {}
         for my_type in ("Collector", "Negotiator", "Scheduler", "StartDaemon"):
@@ -121,13 +120,15 @@ def test_cli_from_the_root_namespace_reaches_the_pool_by_ip(net, ns_pool, tmp_pa
     pool = f"{net['collector'].ip}:9618"
     sub = tmp_path / "one.sub"
     sub.write_text(SLEEP.format(seconds=600, n=3))
-    r = htcpool("submit", str(sub), "--pool", pool)
+    # The token `htcpool up` would leave in the pool's state directory.
+    state = ("--state-dir", str(ns_pool.state_dir))
+    r = htcpool("submit", str(sub), "--pool", pool, *state)
     assert r.returncode == 0, r.stderr
-    r = htcpool("status", "--json", "--pool", pool)
+    r = htcpool("status", "--json", "--pool", pool, *state)
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
     assert {row["Machine"] for row in rows} == {"exec1-001", "exec1-002", "exec2-001", "exec2-002"}
-    r = htcpool("q", "-af", "ProcId", "--pool", pool)   # the schedd, at its own host's address
+    r = htcpool("q", "-af", "ProcId", "--pool", pool, *state)   # the schedd, at its own host's address
     assert r.returncode == 0, r.stderr
     assert sorted(r.stdout.split()) == ["0", "1", "2"]
 
@@ -138,7 +139,8 @@ async def test_unreachable_advertised_addresses_are_named_by_both_ends(tmp_path)
     with netns.Network(["collector", "loop", "nat"]) as n:
         nowhere = str(list(n.subnet.hosts())[200])     # on the bridge's subnet, but no host has it
         cfg = tmp_path / "pool.conf"
-        cfg.write_text(FAST + "COLLECTOR_HOST = collector:9618\nBIND_ALL_INTERFACES = True\n")
+        cfg.write_text(FAST + "COLLECTOR_HOST = collector:9618\nBIND_ALL_INTERFACES = True\nTRUST_DOMAIN = testhost\n")
+        token = pool_key(tmp_path / "state")
         base = dict(os.environ, HTCPOOL_PARENT_PID=str(os.getpid()), HTCPOOL_LOG_STDERR="1",
                     _CONDOR_POOL_EPOCH=repr(time.time()), _CONDOR_LOCAL_DIR=str(tmp_path / "state"))
         outs = {}
@@ -152,8 +154,13 @@ async def test_unreachable_advertised_addresses_are_named_by_both_ends(tmp_path)
                 n[host].popen([sys.executable, "-m", "daemons.cli.main", "daemon", role, "--config", str(cfg),
                                "--name", host], env=dict(base, **extra), stdout=f, stderr=subprocess.STDOUT,
                               cwd=str(tmp_path))
-        async with PoolClient(f"{n['collector'].ip}:9618") as c:
-            await wait_slots(c, 2, timeout_s=60)   # both are in the pool...
+        async with PoolClient(f"{n['collector'].ip}:9618", tokens=[token]) as c:
+            # Both are in the pool... (by their daemon ads: both emulate a machine named
+            # testhost, whose one partitionable slot has the same name)
+            async def both_startds():
+                found = await c.ads("StartDaemon")
+                return found if len(found) >= 2 else None
+            await wait_for(both_startds, timeout_s=60, what="both startds' ads")
         col = lambda: outs["collector"].read_text()   # noqa: E731
         # ...but nobody can call them, and the collector says so, naming the knobs.
         wait_until(lambda: f"127.0.0.1 is a loopback address and the update came from {n['loop'].ip}" in col(),

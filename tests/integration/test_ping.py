@@ -8,11 +8,12 @@ from .conftest import htcpool
 
 def test_ping_answers_for_the_collector_and_any_daemon(make_pool):
     pool = make_pool("NUM_CPUS = 1\n")
-    r = htcpool("ping", "--pool", pool.collector_address)
+    state = ("--state-dir", str(pool.state_dir))   # where `htcpool up` leaves the user's token
+    r = htcpool("ping", "--pool", pool.collector_address, *state)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("collector ") and r.stdout.strip().endswith(f"at {pool.collector_address}: ready")
     schedd = pool.daemons["schedd"].address
-    r = htcpool("ping", schedd, "--json")
+    r = htcpool("ping", schedd, "--json", *state)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.splitlines()[-1])["role"] == "schedd"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from daemons.cli.base import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, collector_address, run_async
+from daemons.cli.base import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, collector_address, pool_client, run_async
 from daemons.core.common import split_host_port
 
 
@@ -25,7 +25,14 @@ def cmd_ping(args: argparse.Namespace) -> int:
         raise CliError(f"address {target!r}: no host", EXIT_USAGE)
 
     async def go():
-        async with PoolClient(f"{host}:{port}") as c:
+        try:
+            # The pool's tokens (and TLS settings): Ping needs READ, which is authenticated.
+            client = pool_client(args)
+        except CliError:
+            if not args.address:
+                raise
+            client = PoolClient(f"{host}:{port}")   # no pool known: ask without credentials
+        async with client as c:
             return await c.ping(f"{host}:{port}")
 
     reply = run_async(go())
