@@ -68,13 +68,28 @@ _token_sources: list[Path] = []
 _tokens_sent = 0
 
 
-def pool_client(args: argparse.Namespace):
+def _daemon_addresses(state: dict) -> set[str]:
+    return {str(state.get("collector", ""))} | {str(d.get("address", "")) for d in state.get("daemons", {}).values()}
+
+
+def pool_client(args: argparse.Namespace, daemon: str | None = None):
     """A client of the pool this command addresses, with the tokens and TLS settings that
-    pool's state directory records, then HTCondor's token directory and _CONDOR_* overrides."""
+    pool's state directory records, then HTCondor's token directory and _CONDOR_* overrides.
+    `daemon`: talk to this HOST:PORT instead of the collector (the state's tokens and TLS
+    go with it only if it is one of that pool's daemons)."""
     global _token_sources, _tokens_sent
     from daemons.cli.client import PoolClient
     from daemons.core.security import discovery
-    address, state = _pool_target(args)
+    if daemon is None:
+        address, state = _pool_target(args)
+    else:
+        try:
+            state = _pool_target(args)[1]
+        except CliError:
+            state = None    # no pool recorded or named: the token directories only
+        if state is not None and daemon not in _daemon_addresses(state):
+            state = None
+        address = daemon
     pool_tokens = Path(state["tokens"]) if state and state.get("tokens") else None
     _token_sources = discovery.candidate_dirs(os.environ, pool_tokens)
     tokens = discovery.candidates(_token_sources)

@@ -4,9 +4,11 @@ One pool (collector, negotiator, schedd, one startd emulating `--machines` machi
 `--cpus` cores) runs `--jobs` zero-length jobs twice: first with every daemon on this
 host's loopback, then with each daemon in its own network namespace on one bridge
 (daemons/harness/netns.py), bound to all interfaces and advertising its own address,
-as on separate hosts. The figure is jobs per second of wall time from submit until
-the history holds every job, for each, and their ratio (namespaces / loopback): what
-real interfaces (veth, a bridge, netfilter) cost the pool. Needs root.
+as on separate hosts (security on in both: every daemon shares the pool's key from
+the state directory, and the bench's client carries the invoking user's token). The
+figure is jobs per second of wall time from submit until the history holds every job,
+for each, and their ratio (namespaces / loopback): what real interfaces (veth, a
+bridge, netfilter) cost the pool. Needs root.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from daemons.cli.client import PoolClient, wait_for
+from daemons.cli.client import wait_for
 from daemons.cli.pool import LocalPool, PoolError
 from daemons.core import ads
 
@@ -45,7 +47,7 @@ class BenchFailed(RuntimeError):
 
 
 async def _run_jobs(pool: LocalPool, jobs: int, machines: int) -> dict[str, Any]:
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:     # the invoking user's token (a super user: submits as "bench")
         async def ready() -> bool:
             hosts = {str(ads.get(a, "Machine")) for a in await c.ads("Machine", projection=["Machine"])}
             return len(hosts) >= machines and bool(await c.ads("Negotiator", projection=["Name"]))

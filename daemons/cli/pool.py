@@ -194,17 +194,11 @@ class LocalPool:
     def _write_user_token(self) -> Path:
         """The invoking user's token in the state directory (kept if one is already there
         and still verifies with this pool's key)."""
-        from daemons.core.security.discovery import write_token_file
-        from daemons.core.security.keys import KeyFileError
-        from daemons.core.security.tokens import TokenError, verify
-        path = self.tokens_dir / self.user
-        if path.exists():
-            try:
-                verify(path.read_text().strip(), self._keys(), trust_domain=self.security.get("trust_domain", ""))
-                return path
-            except (TokenError, KeyFileError, OSError):
-                pass
-        return write_token_file(self.tokens_dir, self.user, self.token(self.user))
+        from daemons.core.security.discovery import ensure_token_file
+        domain = self.security.get("trust_domain", "")
+        ensure_token_file(self.tokens_dir, self.user, self._keys(), trust_domain=domain,
+                          identity=f"{self.user}@{domain}")
+        return self.tokens_dir / self.user
 
     def user_token(self) -> str:
         return (self.tokens_dir / self.user).read_text().strip()

@@ -25,6 +25,7 @@ from daemons.core.common import CommonConfig
 from daemons.core.interceptors import ServerPipeline
 from daemons.core.network import resolve_host
 from daemons.core.rpc import Channels, bind, call_with_retry, describe, new_server
+from daemons.core.security.config import SecurityConfig
 from daemons.core.security.setup import DaemonSecurity
 from daemons.core.status import StatusPage
 from daemons.pb.htcpool import admin_pb2, admin_pb2_grpc, common_pb2
@@ -59,7 +60,12 @@ class Daemon:
         self.epoch_known = common.pool_epoch is not None or common.time_scale == 1.0
         self.log = logging.getLogger(f"htcpool.{self.role}")
         # Who may call us and what we show when we call others (tokens, TLS).
-        self.security = DaemonSecurity(common.security, self.role, self.log)
+        security = common.security
+        if security == SecurityConfig():
+            # Built in code (not read from a configuration): its relative key paths live under
+            # LOCAL_DIR, never in whatever directory the daemon happens to run from.
+            security = security.anchored(common.local_dir)
+        self.security = DaemonSecurity(security, self.role, self.log)
         self.channels = Channels(extra_layers=self.security.client_layers(),
                                  credentials=self.security.channel_credentials(),
                                  server_name=self.security.server_name())
@@ -173,7 +179,8 @@ class Daemon:
             await self.on_close()
         except Exception:
             self.log.exception("error while closing")
-        if not self.fast_shutdown:
+        # A daemon that never served (a missing key, a port in use) has no ads to withdraw.
+        if not self.fast_shutdown and self.address:
             await self.withdraw()
         if self._page is not None:
             await self._page.stop()

@@ -5,8 +5,13 @@ startd containers, submits 200 jobs from the schedd container, `docker kill`s on
 startd container while they run (its jobs return to idle when their claims lapse:
 compose/pool.conf keeps ALIVE_INTERVAL short), waits until every job has completed,
 restarts the schedd container and checks its queue and history are intact, then tears
-everything down. The last line printed is one JSON object; the exit code is 1 if any
-job was lost or completed twice or the queue changed, 2 for a usage or set-up error.
+everything down. Security is on as the compose file sets it up: the `secrets` service
+makes the pool key and the containers' token in a volume, the commands run in the schedd
+container carry that token, and from the host the check mints a token in the pool and
+queries the collector through its published port with it, and without it (refused).
+The last line printed is one JSON object; the exit code is 1 if any job was lost or
+completed twice, the queue changed, or a call without a token was not refused; 2 for a
+usage or set-up error.
 
 With --swarm the same file is deployed with `docker stack deploy` on a one-node swarm
 (`swarm_stack` says what the stack's schema needs changed), and the same checks run.
@@ -30,6 +35,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from daemons.core.security.discovery import write_token_file
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "compose" / "docker-compose.yml"
 JOBS = 200
@@ -37,6 +44,8 @@ STARTDS = 3
 MACHINES = 4            # per startd container: 3 x 4 machines x 8 cores = 96 cores
 JOB_SECONDS = 600       # pool seconds: 10 s of wall time at TIME_SCALE 60
 TIME_SCALE = 60
+VOLUMES = ("schedd-spool", "pool-secrets")    # the compose file's named volumes
+HOST_USER = "compose-check"                   # the identity of the host's token
 
 
 class CheckError(RuntimeError):
@@ -199,7 +208,8 @@ class Pool:
                     ["docker", "ps", "-aq", "--filter", f"label=com.docker.stack.namespace={self.project}"],
                     check=False).stdout.split():
                 time.sleep(0.5)
-            run(["docker", "volume", "rm", f"{self.project}_schedd-spool"], check=False)
+            for volume in VOLUMES:
+                run(["docker", "volume", "rm", f"{self.project}_{volume}"], check=False)
             if self.made_swarm:
                 run(["docker", "swarm", "leave", "--force"], check=False)
                 run(["docker", "network", "rm", "docker_gwbridge"], check=False)
@@ -217,6 +227,37 @@ class Pool:
             raise CheckError("no schedd container is running")
         return run(["docker", "exec", "-i", found[0], "htcpool", *args], input=input, check=check,
                    timeout=timeout)
+
+
+def host_cli(pool: Pool, token_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    """`htcpool --pool 127.0.0.1:<published port> ARGS` on the host, with the tokens in
+    `token_dir` only (HTCondor's SEC_TOKEN_DIRECTORY), as a user outside the pool runs it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("_CONDOR_")}
+    env["_CONDOR_SEC_TOKEN_DIRECTORY"] = str(token_dir)
+    return run([sys.executable, "-m", "daemons.cli.main", "--pool", f"127.0.0.1:{pool.env['COLLECTOR_PORT']}",
+                *args], env=env, check=False, timeout=60)
+
+
+def check_from_host(pool: Pool, slots: int) -> dict:
+    """The pool from the host through the published port: with a token minted in the pool
+    (`htcpool token create` in the schedd container, which has the key), every slot; with
+    no token, a refusal."""
+    out: dict = {}
+    with tempfile.TemporaryDirectory(prefix="htcpool-check-tokens-") as d:
+        tokens, empty = Path(d) / "tokens.d", Path(d) / "empty"
+        empty.mkdir(mode=0o700)
+        made = pool.schedd("token", "create", "--identity", HOST_USER)
+        write_token_file(tokens, "pool", made.stdout.strip().splitlines()[-1])
+
+        def listed():
+            r = host_cli(pool, tokens, "status", "--constraint", "PartitionableSlot", "-af", "Name")
+            return len(rows(r)) if r.returncode == 0 and len(rows(r)) >= slots else 0
+        out["host_cli_slots"] = wait("the slots through the published port, with a token", listed, 60)
+        r = host_cli(pool, empty, "status", "-af", "Name")
+        out["host_refused_without_token"] = r.returncode == 2 and "AUTHENTICATE" in r.stderr
+        if not out["host_refused_without_token"]:
+            say(f"a query without a token was not refused: exit {r.returncode}, {r.stderr.strip()[-300:]!r}")
+    return out
 
 
 def wait(what: str, check, timeout_s: float, interval_s: float = 1.0):
@@ -285,6 +326,9 @@ def check(args: argparse.Namespace) -> dict:
         result["startd_containers"] = len(startds)
         result["slots"] = slots
         say(f"pool up in {result['up_s']} s: {result['services']} services, {len(startds)} startd containers")
+        result.update(check_from_host(pool, slots))
+        say(f"from the host: {result['host_cli_slots']} slots with a token; without one "
+            f"{'refused' if result['host_refused_without_token'] else 'NOT REFUSED'}")
 
         sub = (f"universe = vanilla\nexecutable = /bin/sleep\narguments = {JOB_SECONDS}\n"
                f"request_cpus = 1\nrequest_memory = 128\nqueue {JOBS}\n")
@@ -294,7 +338,9 @@ def check(args: argparse.Namespace) -> dict:
             raise CheckError(f"cannot read the cluster id from {r.stdout!r}")
         cluster = int(m.group(1))
         submitted = [f"{cluster}.{p}" for p in range(JOBS)]
-        say(f"submitted {JOBS} jobs as cluster {cluster}")
+        # The jobs belong to the identity of the containers' token, whatever the file says.
+        result["job_owner"] = " ".join(sorted(set(rows(pool.schedd("q", "-af", "Owner", check=False)))))
+        say(f"submitted {JOBS} jobs as cluster {cluster}, owned by {result['job_owner']}")
 
         def running():
             n = len([x for x in rows(pool.schedd("q", "-af", "JobStatus", check=False)) if x.strip() == "2"])
@@ -363,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"error": str(e)}))
         return 2
     ok = (result.get("lost", 1) == 0 and result.get("duplicated", 1) == 0 and result.get("queue_intact", False)
-          and result.get("completed") == JOBS)
+          and result.get("completed") == JOBS and result.get("host_refused_without_token", False))
     result["ok"] = ok
     if args.json:
         print(json.dumps(result))

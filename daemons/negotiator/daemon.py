@@ -15,14 +15,13 @@ so runs can be compared line by line.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import math
 import os
-import tempfile
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -104,6 +103,9 @@ class NegotiatorDaemon(Daemon):
         # Views of slot ads by their text (with the ad once parsed): an unchanged ad costs a look-up.
         self._slot_cache = SlotCache()
         self.accountant = self._load_accountant()
+        # One save at a time: a cycle's save and a SetUserPrio's may overlap in their threads,
+        # and both write through the one temporary file.
+        self._accountant_saving = asyncio.Lock()
         self.last_limits: dict[str, tuple[float, float]] = {}   # submitter -> (share, limit)
         self.last_quotas: dict[str, float] = {}
         self._cycle_autoclusters: set[object] = set()   # autocluster ids of this cycle's request ads
@@ -132,24 +134,20 @@ class NegotiatorDaemon(Daemon):
         path = self.cfg.accountant_file
         if path is None:
             return
-        state = json.dumps(self.accountant.to_state())
+        async with self._accountant_saving:
+            # The state as it is when this save's turn comes: saves land in order, the last newest.
+            state = json.dumps(self.accountant.to_state())
+            await asyncio.to_thread(self._write_accountant, path, state)
 
-        def write() -> None:
-            # A temporary file of this save's own: saves can overlap (the end of a cycle and
-            # shutdown), and with one shared name the first os.replace takes the second's file.
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w") as f:
-                    f.write(state)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, path)
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
-        await asyncio.to_thread(write)
+    @staticmethod
+    def _write_accountant(path: Path, state: str) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            f.write(state)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
 
     async def on_start(self) -> None:
         c = self.cfg.cadence

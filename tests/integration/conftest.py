@@ -7,6 +7,7 @@ conditions with deadlines (`wait_for`), never on fixed sleeps.
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +82,59 @@ async def wait_jobs(client: PoolClient, constraint: str, n: int, *, history: boo
     return await wait_for(check, timeout_s=timeout_s, what=f"{n} job(s) with {constraint} in the {where}")
 
 
+class PoolSecrets:
+    """A pool's signing key made before any daemon starts, as an administrator (or a compose
+    pool's `secrets` service) makes it, for tests that start daemons by hand: `env` points a
+    daemon at it, `token(user)` mints a user's token, `client(address)` acts as a user."""
+
+    def __init__(self, directory: Path, trust_domain: str = "testpool") -> None:
+        from daemons.core.security.keys import POOL_KEY_ID, KeyRing, create_key_file
+        self.directory = directory
+        self.trust_domain = trust_domain
+        self.key_file = directory / "passwords.d" / POOL_KEY_ID
+        create_key_file(self.key_file)
+        self.keys = KeyRing(self.key_file, self.key_file.parent)
+        self.env = {"_CONDOR_SEC_PASSWORD_DIRECTORY": str(self.key_file.parent),
+                    "_CONDOR_TRUST_DOMAIN": trust_domain}
+
+    def token(self, user: str = "alice") -> str:
+        from daemons.core.security.keys import POOL_KEY_ID
+        from daemons.core.security.tokens import mint
+        return mint(self.keys.jwt_key(POOL_KEY_ID), identity=f"{user}@{self.trust_domain}",
+                    issuer=self.trust_domain)
+
+    def client(self, address: str, user: str = "alice") -> PoolClient:
+        return PoolClient(address, tokens=[self.token(user)])
+
+
+def free_port() -> int:
+    """A port free now, for a daemon that must have a known one (a COLLECTOR_HOST)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_daemon(role: str, cfg: Path, out: Path, env: dict[str, str], *args: str) -> subprocess.Popen:
+    """One daemon started by hand, as an administrator starts it on a host (output in `out`)."""
+    full = dict(os.environ, HTCPOOL_PARENT_PID=str(os.getpid()), HTCPOOL_LOG_STDERR="1", **env)
+    with open(out, "ab") as f:
+        return subprocess.Popen([sys.executable, "-m", "daemons.cli.main", "daemon", role, "--config", str(cfg),
+                                 *args], env=full, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=str(cfg.parent))
+
+
+def stop(*procs: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL whatever has not exited 20 s later."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def htcpool(*args: str, env: dict[str, str] | None = None, timeout: float = 120.0) -> subprocess.CompletedProcess:
     """Run the CLI in a fresh interpreter, as a user would."""
     return subprocess.run([sys.executable, "-m", "daemons.cli.main", *args], capture_output=True, text=True,
@@ -98,16 +152,3 @@ def wait_until(check: Callable[[], object], *, timeout_s: float, what: str, inte
         if time.monotonic() >= deadline:
             raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
         time.sleep(interval_s)
-
-
-def pool_key(state: Path, user: str = "alice", trust_domain: str = "testhost") -> str:
-    """For daemons started by hand: the pool's signing key where they look for it
-    ($(LOCAL_DIR)/passwords.d/POOL), in place before any of them starts (a real pool copies
-    it to every host; a daemon that starts before the collector has made it cannot verify
-    tokens), and a token for `user` (the configuration should set TRUST_DOMAIN to match)."""
-    from daemons.core.security.keys import POOL_KEY_ID, KeyRing, create_key_file
-    from daemons.core.security.tokens import mint
-    key = state / "passwords.d" / "POOL"
-    create_key_file(key)
-    return mint(KeyRing(key, key.parent).jwt_key(POOL_KEY_ID), identity=f"{user}@{trust_domain}",
-                issuer=trust_domain)

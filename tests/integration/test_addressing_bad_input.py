@@ -2,51 +2,25 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-from daemons.cli.client import PoolClient
 from daemons.core import ads
 
-from .conftest import FAST, pool_key, wait_slots, wait_until
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def daemon(role: str, cfg: Path, out: Path, env: dict[str, str], *args: str) -> subprocess.Popen:
-    full = dict(os.environ, HTCPOOL_PARENT_PID=str(os.getpid()), HTCPOOL_LOG_STDERR="1", **env)
-    with open(out, "ab") as f:
-        return subprocess.Popen([sys.executable, "-m", "daemons.cli.main", "daemon", role, "--config", str(cfg),
-                                 *args], env=full, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=str(cfg.parent))
-
-
-def stop(*procs: subprocess.Popen) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            p.kill()
+from .conftest import FAST, PoolSecrets, free_port, stop, wait_slots, wait_until
+from .conftest import start_daemon as daemon
 
 
 async def test_startd_waits_for_a_collector_that_is_not_there_yet(tmp_path):
     port = free_port()
     cfg = tmp_path / "pool.conf"
     # A long update interval: the retries that follow come from the backoff, not the schedule.
-    cfg.write_text(FAST + "UPDATE_INTERVAL = 3000\nNUM_CPUS = 2\nTRUST_DOMAIN = testhost\n")
+    cfg.write_text(FAST + "UPDATE_INTERVAL = 3000\nNUM_CPUS = 2\n")
+    # The pool's key exists before any daemon starts (the collector is not there to make it).
+    secrets = PoolSecrets(tmp_path / "secrets")
     env = {"_CONDOR_COLLECTOR_HOST": f"127.0.0.1:{port}", "_CONDOR_POOL_EPOCH": repr(time.time()),
-           "_CONDOR_LOCAL_DIR": str(tmp_path / "state")}
-    token = pool_key(tmp_path / "state")
+           "_CONDOR_LOCAL_DIR": str(tmp_path / "state"), **secrets.env}
     startd_out, collector_out = tmp_path / "startd.out", tmp_path / "collector.out"
     startd = daemon("startd", cfg, startd_out, env)
     collector = None
@@ -59,7 +33,7 @@ async def test_startd_waits_for_a_collector_that_is_not_there_yet(tmp_path):
         assert startd.poll() is None and "Traceback" not in text
         # The collector comes up late: the startd's next try gets through.
         collector = daemon("collector", cfg, collector_out, env)
-        async with PoolClient(f"127.0.0.1:{port}", tokens=[token]) as c:
+        async with secrets.client(f"127.0.0.1:{port}") as c:
             await wait_slots(c, 1, timeout_s=60)
         assert f"advertised to {where} after" in startd_out.read_text()
         assert "Traceback" not in startd_out.read_text()
@@ -84,14 +58,14 @@ async def test_without_pool_epoch_the_collector_sets_it_and_the_others_learn_it(
     """A compose pool started without POOL_EPOCH: the collector's own start is the epoch."""
     port = free_port()
     cfg = tmp_path / "pool.conf"
-    cfg.write_text(FAST + f"COLLECTOR_HOST = 127.0.0.1:{port}\nNUM_CPUS = 1\nTRUST_DOMAIN = testhost\n")
-    env = {"_CONDOR_LOCAL_DIR": str(tmp_path / "state")}
-    token = pool_key(tmp_path / "state")
+    cfg.write_text(FAST + f"COLLECTOR_HOST = 127.0.0.1:{port}\nNUM_CPUS = 1\n")
+    secrets = PoolSecrets(tmp_path / "secrets")
+    env = {"_CONDOR_LOCAL_DIR": str(tmp_path / "state"), **secrets.env}
     col_out, startd_out = tmp_path / "collector.out", tmp_path / "startd.out"
     collector = daemon("collector", cfg, col_out, env)
     startd = daemon("startd", cfg, startd_out, env)
     try:
-        async with PoolClient(f"127.0.0.1:{port}", tokens=[token]) as c:
+        async with secrets.client(f"127.0.0.1:{port}") as c:
             await wait_slots(c, 1, timeout_s=60)
             epoch = {ads.get(a, "MyType"): ads.get(a, "PoolEpoch")
                      for t in ("Collector", "StartDaemon") for a in await c.ads(t)}

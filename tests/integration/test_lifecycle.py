@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import aiohttp
@@ -104,3 +105,19 @@ async def test_reschedule_starts_a_cycle_at_once(make_pool):
 
 async def _more_cycles(c: PoolClient, n: int) -> bool:
     return len(await c.cycles()) > n
+
+
+async def test_overlapping_accountant_saves_all_land(tmp_path):
+    # A cycle's save and a SetUserPrio's can overlap (seen under load as a SetUserPrio
+    # failing on the shared temporary file): every save succeeds and the file ends with
+    # the newest state.
+    from daemons.negotiator.daemon import NegotiatorConfig, NegotiatorDaemon
+    path = tmp_path / "spool" / "Accountantnew.json"
+    d = NegotiatorDaemon(_common(tmp_path), NegotiatorConfig(accountant_file=path), PoolClock())
+    saves = []
+    for i in range(20):
+        d.accountant.set_priority(f"u{i}@h", float(i + 1))    # as SetUserPrio does before it saves
+        saves.append(asyncio.ensure_future(d._save_accountant()))
+    await asyncio.gather(*saves)
+    assert path.read_text() == json.dumps(d.accountant.to_state())
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]

@@ -3,8 +3,10 @@
 The daemons bind all interfaces (BIND_ALL_INTERFACES) and advertise their host's
 routable address (NETWORK_INTERFACE = *), find the collector by host name
 (COLLECTOR_HOST = collector:9618, resolved through the namespace's /etc/hosts), and
-talk over real veth interfaces. The CLI runs in the root namespace, as on another
-host, and reaches the pool by --pool IP:PORT.
+talk over real veth interfaces. Security is on, as everywhere: every daemon shares the
+pool's key and TRUST_DOMAIN (LocalPool's state directory, reached from every namespace),
+and each client carries a token. The CLI runs in the root namespace, as on another
+host, and reaches the pool by --pool IP:PORT with a token.
 """
 from __future__ import annotations
 
@@ -19,12 +21,12 @@ import urllib.request
 
 import pytest
 
-from daemons.cli.client import PoolClient, strip_addr, wait_for
+from daemons.cli.client import strip_addr, wait_for
 from daemons.cli.pool import LocalPool
 from daemons.core import ads
 from daemons.harness import netns
 
-from .conftest import FAST, PSLOT, SLEEP, htcpool, pool_key, wait_jobs, wait_slots, wait_until
+from .conftest import FAST, PSLOT, SLEEP, PoolSecrets, htcpool, wait_jobs, wait_slots, wait_until
 
 WHY = netns.unavailable()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=f"namespace harness: {WHY}")
@@ -120,17 +122,24 @@ def test_cli_from_the_root_namespace_reaches_the_pool_by_ip(net, ns_pool, tmp_pa
     pool = f"{net['collector'].ip}:9618"
     sub = tmp_path / "one.sub"
     sub.write_text(SLEEP.format(seconds=600, n=3))
-    # The token `htcpool up` would leave in the pool's state directory.
-    state = ("--state-dir", str(ns_pool.state_dir))
-    r = htcpool("submit", str(sub), "--pool", pool, *state)
+    # A token comes with --pool in one of two ways: the state directory of the pool
+    # (its tokens go only to the collector it records)...
+    state = ["--pool", pool, "--state-dir", str(ns_pool.state_dir)]
+    r = htcpool("submit", str(sub), *state)
     assert r.returncode == 0, r.stderr
-    r = htcpool("status", "--json", "--pool", pool, *state)
+    r = htcpool("status", "--json", *state)
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
     assert {row["Machine"] for row in rows} == {"exec1-001", "exec1-002", "exec2-001", "exec2-002"}
-    r = htcpool("q", "-af", "ProcId", "--pool", pool, *state)   # the schedd, at its own host's address
+    # ...or HTCondor's token directory, as on a host that has only the pool's address.
+    tokens = {"_CONDOR_SEC_TOKEN_DIRECTORY": str(ns_pool.tokens_dir)}
+    r = htcpool("q", "-af", "ProcId", "Owner", "--pool", pool, env=tokens)   # the schedd, at its own host's address
     assert r.returncode == 0, r.stderr
-    assert sorted(r.stdout.split()) == ["0", "1", "2"]
+    assert sorted(r.stdout.splitlines()) == [f"{p} {ns_pool.user}" for p in range(3)]
+    # Without a token the pool refuses, from this host as from any other.
+    (tmp_path / "none").mkdir()
+    r = htcpool("status", "--pool", pool, env={"_CONDOR_SEC_TOKEN_DIRECTORY": str(tmp_path / "none")})
+    assert r.returncode == 2 and "AUTHENTICATE:1003" in r.stderr
 
 
 async def test_unreachable_advertised_addresses_are_named_by_both_ends(tmp_path):
@@ -139,10 +148,10 @@ async def test_unreachable_advertised_addresses_are_named_by_both_ends(tmp_path)
     with netns.Network(["collector", "loop", "nat"]) as n:
         nowhere = str(list(n.subnet.hosts())[200])     # on the bridge's subnet, but no host has it
         cfg = tmp_path / "pool.conf"
-        cfg.write_text(FAST + "COLLECTOR_HOST = collector:9618\nBIND_ALL_INTERFACES = True\nTRUST_DOMAIN = testhost\n")
-        token = pool_key(tmp_path / "state")
+        cfg.write_text(FAST + "COLLECTOR_HOST = collector:9618\nBIND_ALL_INTERFACES = True\n")
+        secrets = PoolSecrets(tmp_path / "secrets")    # every host's daemon shares the key and trust domain
         base = dict(os.environ, HTCPOOL_PARENT_PID=str(os.getpid()), HTCPOOL_LOG_STDERR="1",
-                    _CONDOR_POOL_EPOCH=repr(time.time()), _CONDOR_LOCAL_DIR=str(tmp_path / "state"))
+                    _CONDOR_POOL_EPOCH=repr(time.time()), _CONDOR_LOCAL_DIR=str(tmp_path / "state"), **secrets.env)
         outs = {}
         for host, extra in (("collector", {"_CONDOR_NETWORK_INTERFACE": "*"}),
                             ("loop", {"_CONDOR_NETWORK_INTERFACE": "127.0.0.1",
@@ -154,9 +163,9 @@ async def test_unreachable_advertised_addresses_are_named_by_both_ends(tmp_path)
                 n[host].popen([sys.executable, "-m", "daemons.cli.main", "daemon", role, "--config", str(cfg),
                                "--name", host], env=dict(base, **extra), stdout=f, stderr=subprocess.STDOUT,
                               cwd=str(tmp_path))
-        async with PoolClient(f"{n['collector'].ip}:9618", tokens=[token]) as c:
+        async with secrets.client(f"{n['collector'].ip}:9618") as c:
             # Both are in the pool... (by their daemon ads: both emulate a machine named
-            # testhost, whose one partitionable slot has the same name)
+            # testhost, whose one partitionable slot, HTCondor's default layout, has one name)
             async def both_startds():
                 found = await c.ads("StartDaemon")
                 return found if len(found) >= 2 else None

@@ -18,7 +18,7 @@ from daemons.core.security.keys import create_key_file
 from daemons.core.security.tls import channel_credentials
 from daemons.pb.htcpool import schedd_pb2
 
-from .conftest import FAST, PSLOT, SLEEP, htcpool, wait_jobs, wait_slots
+from .conftest import FAST, PSLOT, SLEEP, free_port, htcpool, start_daemon, stop, wait_jobs, wait_slots, wait_until
 
 
 def _daemon(role: str, cfg, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -41,6 +41,63 @@ def test_a_daemon_refuses_to_start_with_an_unsafe_or_missing_key(tmp_path):
                           "COLLECTOR_HOST = 127.0.0.1:1\n")
     r = _daemon("schedd", cfg, env)
     assert r.returncode == 2 and "no such file" in r.stderr and "every daemon needs the pool's signing key" in r.stderr
+    # A collector that cannot make the missing key (a read-only secrets volume; here a
+    # file where its directory should be) says so in one line too.
+    (tmp_path / "afile").write_text("")
+    cfg.write_text(FAST + f"SEC_TOKEN_POOL_SIGNING_KEY_FILE = {tmp_path / 'afile' / 'POOL'}\n"
+                          "COLLECTOR_HOST = 127.0.0.1:1\n")
+    r = _daemon("collector", cfg, env)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"signing key file {tmp_path / 'afile' / 'POOL'}: no such file, and the collector cannot create it" \
+        in r.stderr
+
+
+def test_token_init_makes_the_secrets_a_pool_of_separate_daemons_shares(tmp_path):
+    """What a compose pool's `secrets` service does (or an administrator, for hosts that
+    share a copied directory): the key and a user's token, once; daemons started by hand
+    with only that directory and TRUST_DOMAIN serve, and the command finds the token in
+    SEC_TOKEN_SYSTEM_DIRECTORY and acts as its user."""
+    secrets, home = tmp_path / "secrets", tmp_path / "home"
+    key, token = secrets / "passwords.d" / "POOL", secrets / "tokens.d" / "alice"
+    init = ("token", "init", "--dir", str(secrets), "--trust-domain", "cpool", "--identity", "alice")
+    r = htcpool(*init, env={"HOME": str(home)})
+    assert r.returncode == 0, r.stderr
+    assert f"created the pool signing key {key}" in r.stdout and "wrote the token for alice@cpool" in r.stdout
+    assert [os.stat(p).st_mode & 0o777 for p in (key, key.parent, token, token.parent)] == [0o600, 0o700] * 2
+    made = (key.read_bytes(), token.read_text())
+    r = htcpool(*init, env={"HOME": str(home)})       # again (every `up`): nothing changes
+    assert r.returncode == 0 and "kept the pool signing key" in r.stdout and "kept the token" in r.stdout
+    assert (key.read_bytes(), token.read_text()) == made
+    # Bad input: one line, exit 2, nothing made.
+    r = htcpool("token", "init", "--dir", str(tmp_path / "other"), env={"HOME": str(home), "_CONDOR_TRUST_DOMAIN": ""})
+    assert r.returncode == 2 and "no trust domain" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "other").exists()
+    (tmp_path / "afile").write_text("")
+    r = htcpool("token", "init", "--dir", str(tmp_path / "afile"), "--trust-domain", "cpool", env={"HOME": str(home)})
+    assert r.returncode == 2 and str(tmp_path / "afile") in r.stderr and "Traceback" not in r.stderr
+
+    port = free_port()
+    cfg = tmp_path / "pool.conf"
+    cfg.write_text(FAST + f"COLLECTOR_HOST = 127.0.0.1:{port}\n")
+    env = {"_CONDOR_SEC_PASSWORD_DIRECTORY": str(key.parent), "_CONDOR_TRUST_DOMAIN": "cpool",
+           "_CONDOR_LOCAL_DIR": str(tmp_path / "state")}
+    procs = [start_daemon(role, cfg, tmp_path / f"{role}.out", env) for role in ("collector", "schedd")]
+    cli = {"HOME": str(home), "_CONDOR_SEC_TOKEN_SYSTEM_DIRECTORY": str(token.parent)}
+    pool = ("--pool", f"127.0.0.1:{port}")
+    try:
+        wait_until(lambda: htcpool("ping", *pool, env=cli).returncode == 0, timeout_s=60, what="the collector")
+        wait_until(lambda: htcpool("status", "--schedd", "-af", "Name", *pool, env=cli).stdout.strip(),
+                   timeout_s=60, what="the schedd's ad, read with alice's token")
+        sub = tmp_path / "two.sub"
+        sub.write_text(SLEEP.format(seconds=60, n=2))
+        r = htcpool("submit", str(sub), *pool, env=cli)
+        assert r.returncode == 0, r.stderr
+        r = htcpool("q", "-af", "Owner", *pool, env=cli)
+        assert (r.returncode, r.stdout.split()) == (0, ["alice", "alice"]), r.stderr
+        assert key.read_bytes() == made[0]          # the collector used the key it found
+    finally:
+        stop(*procs)
+    assert "Traceback" not in "".join((tmp_path / f"{role}.out").read_text() for role in ("collector", "schedd"))
 
 
 def test_the_command_with_other_users_tokens(make_pool, tmp_path):

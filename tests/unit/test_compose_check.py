@@ -8,11 +8,14 @@ def test_swarm_stack_of_the_real_compose_file():
     text = COMPOSE_FILE.read_text()
     stack = swarm_stack(text, Path("/cfg"))
     # depends_on becomes a list; services behind a profile are left out; nothing else changes.
-    assert "condition: service_healthy" in text and "condition:" not in stack
+    assert "condition: service_healthy" in text and "service_healthy" not in stack
+    assert "service_completed_successfully" in text and "service_completed_successfully" not in stack
     assert stack.count("depends_on: [collector]") == 3          # negotiator, schedd, startd
+    assert stack.count("depends_on: [secrets]") == 1            # the collector
     assert "profiles:" not in stack and "defrag:" not in stack and "drainboss:" not in stack
     assert "- /cfg/pool.conf:/etc/htcpool/pool.conf:ro" in stack and "- ./" not in stack
-    for kept in ("collector:", "negotiator:", "schedd:", "startd:", "endpoint_mode: dnsrr", "replicas: 3",
+    for kept in ("secrets:", "pool-secrets:/etc/htcpool/secrets:ro", "condition: on-failure",
+                 "collector:", "negotiator:", "schedd:", "startd:", "endpoint_mode: dnsrr", "replicas: 3",
                  "schedd-spool:/var/lib/htcpool/spool", "networks:", "subnet: ${POOL_SUBNET:-10.201.0.0/24}"):
         assert kept in stack, kept
 

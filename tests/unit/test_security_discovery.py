@@ -61,3 +61,28 @@ def test_write_token_file_is_private_and_plain_named(tmp_path):
     import pytest
     with pytest.raises(ValueError, match="plain file name"):
         write_token_file(tmp_path, "../x", "abc")
+
+
+def test_ensure_token_file_keeps_a_good_token_and_replaces_any_other(tmp_path):
+    from daemons.core.security.discovery import ensure_token_file
+    from daemons.core.security.keys import POOL_KEY_ID, KeyRing, create_key_file
+    from daemons.core.security.tokens import verify
+    key = tmp_path / "passwords.d" / POOL_KEY_ID
+    create_key_file(key)
+    keys = KeyRing(key, key.parent)
+    tokens = tmp_path / "tokens.d"
+    assert ensure_token_file(tokens, "alice", keys, trust_domain="pool", identity="alice@pool")
+    first = (tokens / "alice").read_text()
+    assert verify(first.strip(), keys, trust_domain="pool").identity == "alice@pool"
+    # Again: the token verifies and names alice, so it is kept as it is.
+    assert not ensure_token_file(tokens, "alice", keys, trust_domain="pool", identity="alice@pool")
+    assert (tokens / "alice").read_text() == first
+    # Another identity, another key's token, or junk in the file: replaced.
+    assert ensure_token_file(tokens, "alice", keys, trust_domain="pool", identity="alice@elsewhere.pool")
+    assert verify((tokens / "alice").read_text().strip(), keys, trust_domain="pool").identity == "alice@elsewhere.pool"
+    write_token_file(tokens, "alice", tok("alice@pool"))        # signed with a key this pool does not have
+    assert ensure_token_file(tokens, "alice", keys, trust_domain="pool", identity="alice@pool")
+    write_token_file(tokens, "alice", "junk")
+    assert ensure_token_file(tokens, "alice", keys, trust_domain="pool", identity="alice@pool")
+    assert verify((tokens / "alice").read_text().strip(), keys, trust_domain="pool").identity == "alice@pool"
+    assert os.stat(tokens / "alice").st_mode & 0o777 == 0o600

@@ -112,3 +112,26 @@ def test_create_key_file_as_htcondors_collector_does(tmp_path):
     assert path.read_bytes() == scramble(b"x" * 64)
     assert not create_key_file(path)                 # never overwritten
     assert path.read_bytes() == scramble(b"x" * 64)
+
+
+def test_create_key_file_racing_itself_makes_one_whole_key(tmp_path):
+    # A compose or swarm pool's key may be made by two processes at once: exactly one wins,
+    # the file is always one writer's whole key, and no temporary file is left behind.
+    import threading
+    path = tmp_path / "passwords.d" / "POOL"
+    won: list[int] = []
+    start = threading.Barrier(8)
+
+    def make(i: int) -> None:
+        start.wait()
+        if create_key_file(path, random_bytes=bytes([i]) * 64):
+            won.append(i)
+
+    threads = [threading.Thread(target=make, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(won) == 1
+    assert path.read_bytes() == scramble(bytes([won[0]]) * 64)
+    assert os.listdir(path.parent) == ["POOL"]

@@ -2,7 +2,7 @@
 
 A container healthcheck and a script's readiness test: exit 0 when the daemon answers
 and is ready (its ads are advertised), 1 when it answers but is not ready or does not
-answer, 2 for a malformed address.
+answer, 2 for a malformed address or a refusal (no token, or one the daemon does not accept).
 """
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ from daemons.core.common import split_host_port
 
 
 def cmd_ping(args: argparse.Namespace) -> int:
-    from daemons.cli.client import PoolClient
-
     target = args.address or collector_address(args)
     try:
         host, port = split_host_port(target)
@@ -24,14 +22,11 @@ def cmd_ping(args: argparse.Namespace) -> int:
     if not host:
         raise CliError(f"address {target!r}: no host", EXIT_USAGE)
 
+    # Admin.Ping needs READ, so the ping carries the user's token (and TLS settings) as
+    # every command does: a healthcheck proves the daemon answers an authenticated call.
+    client = pool_client(args, daemon=f"{host}:{port}")
+
     async def go():
-        try:
-            # The pool's tokens (and TLS settings): Ping needs READ, which is authenticated.
-            client = pool_client(args)
-        except CliError:
-            if not args.address:
-                raise
-            client = PoolClient(f"{host}:{port}")   # no pool known: ask without credentials
         async with client as c:
             return await c.ping(f"{host}:{port}")
 

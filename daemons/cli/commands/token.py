@@ -1,4 +1,5 @@
-"""`htcpool token create|list`: IDTOKENS, like condor_token_create and condor_token_list."""
+"""`htcpool token create|init|list`: IDTOKENS, like condor_token_create and condor_token_list;
+`init` makes a pool's secrets once, as a container image's first start does."""
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,8 @@ def _pool_security(args: argparse.Namespace) -> dict:
 
 def _signing(args: argparse.Namespace) -> tuple[bytes, str, Path]:
     """The HS256 key, the trust domain and the key file, from --key-file / the environment
-    (_CONDOR_SEC_TOKEN_POOL_SIGNING_KEY_FILE, _CONDOR_SEC_PASSWORD_DIRECTORY, _CONDOR_TRUST_DOMAIN)
-    / the pool in the state directory."""
+    (_CONDOR_SEC_TOKEN_POOL_SIGNING_KEY_FILE, else _CONDOR_SEC_PASSWORD_DIRECTORY/<key>,
+    _CONDOR_TRUST_DOMAIN) / the pool in the state directory."""
     from daemons.core.security.keys import POOL_KEY_ID, KeyFileError, check_key_id, derive_jwt_key, read_key_file
     pool = _pool_security(args)
     env = os.environ
@@ -42,6 +43,9 @@ def _signing(args: argparse.Namespace) -> tuple[bytes, str, Path]:
         path = Path(env["_CONDOR_SEC_PASSWORD_DIRECTORY"]) / args.key
     elif args.key == POOL_KEY_ID and env.get("_CONDOR_SEC_TOKEN_POOL_SIGNING_KEY_FILE"):
         path = Path(env["_CONDOR_SEC_TOKEN_POOL_SIGNING_KEY_FILE"])
+    elif args.key == POOL_KEY_ID and env.get("_CONDOR_SEC_PASSWORD_DIRECTORY"):
+        # HTCondor's default: SEC_TOKEN_POOL_SIGNING_KEY_FILE = $(SEC_PASSWORD_DIRECTORY)/POOL.
+        path = Path(env["_CONDOR_SEC_PASSWORD_DIRECTORY"]) / POOL_KEY_ID
     elif pool.get("pool_key_file"):
         pool_file = Path(pool["pool_key_file"])
         path = pool_file if args.key == POOL_KEY_ID else pool_file.parent / args.key
@@ -86,6 +90,42 @@ def cmd_token_create(args: argparse.Namespace) -> int:
         print(f"token for {identity} written to {path}")
     else:
         print(token)
+    return EXIT_OK
+
+
+def cmd_token_init(args: argparse.Namespace) -> int:
+    """A pool's secrets made once, before any daemon starts, where every daemon will find
+    them (a compose pool's secrets volume, a directory copied to every host): the signing
+    key DIR/passwords.d/POOL unless there is one, and a token per --identity in
+    DIR/tokens.d/<user> unless one that verifies is there. Running it again changes nothing."""
+    from daemons.core.security.discovery import ensure_token_file
+    from daemons.core.security.keys import POOL_KEY_ID, KeyFileError, KeyRing, create_key_file
+    from daemons.core.security.tokens import TokenError
+    domain = args.trust_domain or os.environ.get("_CONDOR_TRUST_DOMAIN")
+    if not domain:
+        raise CliError("no trust domain: give --trust-domain (the pool's TRUST_DOMAIN) or _CONDOR_TRUST_DOMAIN",
+                       EXIT_USAGE)
+    base = Path(args.dir)
+    passwords, tokens = base / "passwords.d", base / "tokens.d"
+    key_file = passwords / POOL_KEY_ID
+    try:
+        made = create_key_file(key_file)
+        print(f"{'created' if made else 'kept'} the pool signing key {key_file}")
+        keys = KeyRing(key_file, passwords)
+        keys.jwt_key(POOL_KEY_ID)   # a key file that cannot be used is refused now, not by every daemon later
+        for who in args.identity or []:
+            user, _, dom = who.partition("@")
+            identity = f"{user}@{dom or domain}"
+            wrote = ensure_token_file(tokens, user, keys, trust_domain=domain, identity=identity)
+            print(f"{'wrote' if wrote else 'kept'} the token for {identity} in {tokens / user}")
+    except (KeyFileError, TokenError, ValueError) as e:
+        raise CliError(str(e), EXIT_USAGE) from None
+    except OSError as e:
+        raise CliError(f"{e.filename or base}: {e.strerror}", EXIT_USAGE) from None
+    print("Every daemon of the pool needs (the command reads the _CONDOR_ forms):")
+    for line in (f"SEC_PASSWORD_DIRECTORY = {passwords.resolve()}",
+                 f"SEC_TOKEN_SYSTEM_DIRECTORY = {tokens.resolve()}", f"TRUST_DOMAIN = {domain}"):
+        print(f"  {line}")
     return EXIT_OK
 
 
@@ -144,7 +184,7 @@ def cmd_token_list(args: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     s = sub.add_parser("token", help="IDTOKENS: create and list, like condor_token_create / condor_token_list")
-    tokens = s.add_subparsers(dest="token_command", required=True, metavar="create|list")
+    tokens = s.add_subparsers(dest="token_command", required=True, metavar="create|init|list")
     common = sub.common_parent
     c = tokens.add_parser("create", parents=[common], help="mint a token signed with the pool's key")
     c.add_argument("--identity", required=True, help="USER@DOMAIN the token authenticates as")
@@ -158,6 +198,13 @@ def register(sub) -> None:
     where.add_argument("--token", metavar="NAME", help="write it as NAME in SEC_TOKEN_DIRECTORY or ~/.condor/tokens.d")
     where.add_argument("--file", help="write it to this file (mode 0600)")
     c.set_defaults(fn=cmd_token_create)
+    i = tokens.add_parser("init", parents=[common],
+                          help="make a pool's signing key and tokens in a directory, once (a secrets volume)")
+    i.add_argument("--dir", required=True, help="where: DIR/passwords.d/POOL and DIR/tokens.d/USER")
+    i.add_argument("--trust-domain", help="the pool's TRUST_DOMAIN (default: $_CONDOR_TRUST_DOMAIN)")
+    i.add_argument("--identity", action="append", metavar="USER[@DOMAIN]",
+                   help="also a token for this user, in DIR/tokens.d/USER (repeatable)")
+    i.set_defaults(fn=cmd_token_init)
     ls = tokens.add_parser("list", parents=[common], help="the tokens this command would send, and what they grant")
     ls.add_argument("--dir", help="list the tokens in this directory instead")
     ls.add_argument("--file", help="list the tokens in this file instead")

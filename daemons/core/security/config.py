@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from daemons.core.config import ConfigError, Param
@@ -64,6 +64,14 @@ class SecurityConfig:
 
     def requirement(self, level: str) -> str:
         return dict(self.authentication).get(level, REQUIRED)
+
+    def anchored(self, base: Path) -> "SecurityConfig":
+        """Relative key and token paths taken under `base` (the daemon's LOCAL_DIR), so that a
+        daemon built in code never creates or reads secrets in whatever directory it runs from."""
+        def at(p: Path | None) -> Path | None:
+            return p if p is None or p.is_absolute() else base / p
+        return replace(self, pool_key_file=at(self.pool_key_file), password_dir=at(self.password_dir),
+                       token_system_dir=at(self.token_system_dir), token_dir=at(self.token_dir))
 
     @property
     def open_levels(self) -> tuple[str, ...]:

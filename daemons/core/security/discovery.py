@@ -24,9 +24,12 @@ import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from daemons.core.security.tokens import TokenError, unverified
+
+if TYPE_CHECKING:
+    from daemons.core.security.keys import KeyRing
 
 MAX_CANDIDATES = 4
 DEFAULT_SYSTEM_DIR = Path("/etc/condor/tokens.d")
@@ -128,3 +131,21 @@ def write_token_file(directory: Path, name: str, token: str) -> Path:
         f.write(token + "\n")
     os.replace(tmp, path)
     return path
+
+
+def ensure_token_file(directory: Path, name: str, keys: KeyRing, *, trust_domain: str, identity: str) -> bool:
+    """`directory/name` holds a token for `identity` that this pool verifies: one already
+    there that does is kept (so a restart does not change a user's token); otherwise a new
+    one is minted with the pool key and written. True if it wrote one."""
+    from daemons.core.security.keys import POOL_KEY_ID, KeyFileError
+    from daemons.core.security.tokens import mint, verify
+    path = directory / name
+    if path.exists():
+        try:
+            info = verify(path.read_text().strip(), keys, trust_domain=trust_domain)
+            if info.identity == identity:
+                return False
+        except (TokenError, KeyFileError, OSError):
+            pass
+    write_token_file(directory, name, mint(keys.jwt_key(POOL_KEY_ID), identity=identity, issuer=trust_domain))
+    return True

@@ -87,14 +87,26 @@ def read_key_file(path: Path, *, pool: bool) -> bytes:
 def create_key_file(path: Path, random_bytes: bytes | None = None) -> bool:
     """Create a signing key file as HTCondor's collector does (64 random bytes, scrambled,
     mode 0600, directory 0700); False if it already exists (it is never overwritten)."""
+    if path.exists():
+        return False
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     data = random_bytes if random_bytes is not None else secrets.token_bytes(KEY_FILE_BYTES)
+    # Written whole under a temporary name, then linked into place: a daemon starting at
+    # the same moment (a compose or swarm pool whose key is being made) sees no file or
+    # the whole key, never an empty one; link() fails if another process made it first.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return False
-    with os.fdopen(fd, "wb") as f:
-        f.write(scramble(data))
+        with os.fdopen(fd, "wb") as f:
+            f.write(scramble(data))
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+    finally:
+        tmp.unlink(missing_ok=True)
     return True
 
 

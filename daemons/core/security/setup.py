@@ -25,8 +25,14 @@ class DaemonSecurity:
     def prepare(self) -> None:
         """Before serving: the collector creates the pool key if there is none (as HTCondor's
         does); every daemon then needs it to verify tokens. KeyFileError stops the daemon."""
-        if self.role == "collector" and create_key_file(self.cfg.pool_key_file):
-            self.log.info("Created POOL token signing key in file %s", self.cfg.pool_key_file)
+        if self.role == "collector":
+            try:
+                if create_key_file(self.cfg.pool_key_file):
+                    self.log.info("Created POOL token signing key in file %s", self.cfg.pool_key_file)
+            except OSError as e:
+                # A read-only secrets volume without the key, say: the key was not made first.
+                raise KeyFileError(f"signing key file {self.cfg.pool_key_file}: no such file, and the collector "
+                                   f"cannot create it ({e.strerror}) (SEC_TOKEN_POOL_SIGNING_KEY_FILE)") from None
         if self.cfg.all_open:
             self.log.warning("SECURITY IS OFF: SEC_DEFAULT_AUTHENTICATION = NEVER; anyone who can reach this "
                              "daemon may do anything it serves (shut it down, submit as anyone, read claim ids)")
