@@ -301,9 +301,16 @@ async def _seed001_part(pool: LocalPool, submit: str, emit) -> dict:
         async def settled():
             running = await c.jobs(f"ClusterId == {cluster} && JobStatus == 2")
             return running if len(running) >= cycle.matches else None
-        await wait_for(settled, timeout_s=30, what=f"{cycle.matches} running jobs")
-        slots = await c.ads("Machine", projection=["Name", "TotalSlotCpus", "TotalSlotMemory", "Cpus", "Memory",
-                                                   "DynamicSlot", "RemoteOwner"])
+        running = await wait_for(settled, timeout_s=30, what=f"{cycle.matches} running jobs")
+
+        async def advertised():
+            # The schedd marks a job running before the startd's update of its dynamic
+            # slot reaches the collector: read the slot table once every one is there.
+            found = await c.ads("Machine", projection=["Name", "TotalSlotCpus", "TotalSlotMemory", "Cpus",
+                                                       "Memory", "DynamicSlot", "RemoteOwner"])
+            dynamic = [a for a in found if ads.get(a, "DynamicSlot") is True]
+            return found if len(dynamic) >= len(running) else None
+        slots = await wait_for(advertised, timeout_s=30, what=f"{len(running)} dynamic slots in the collector")
         running = await c.jobs(f"ClusterId == {cluster} && JobStatus == 2")
         lines = []
         log.poll(lines)

@@ -258,3 +258,12 @@ def as_number(value: Any) -> float | None:
     if isinstance(value, (int, float)):
         return float(value)
     return None
+
+
+def as_float(value: Any) -> float | None:
+    """A value as HTCondor's EvalFloat reads it: booleans are numbers too (1.0 and 0.0;
+    the ClassAd library's NUMBER_VALUES include BOOLEAN_VALUE). Ranks, slot weights,
+    consumption policies and sort expressions are read this way."""
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    return as_number(value)

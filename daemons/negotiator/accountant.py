@@ -12,14 +12,20 @@ HTCondor's Accountant.cpp, followed closely:
   the slot's RemoteOwner (the submitter) and to its accounting group and every group
   above it; within a cycle each new match adds its cost;
 - concurrency-limit usage comes from the ConcurrencyLimits of the jobs the slots run,
-  plus the limits of the cycle's own matches.
+  plus the limits of the cycle's own matches;
+- a match stays charged until its slot's ad has been heard from since the match: in
+  HTCondor the startd enters the Matched state the moment the negotiator tells it of the
+  match, and CheckClaimedOrMatched keeps the record; here the claim reaches the
+  collector only once the schedd has claimed the slot and the startd re-advertised it,
+  which at an accelerated TIME_SCALE can be after the next cycle has started (the
+  submitter would then look idle and get its share again).
 State (priorities, factors, accumulated usage) is saved as JSON by the daemon.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 MIN_PRIORITY = 0.5
 MIN_PRIORITY_FACTOR = 1.0
@@ -36,6 +42,17 @@ class Customer:
     begin_usage_time: float = 0.0
     last_usage_time: float = 0.0
     is_group: bool = False
+
+
+@dataclass(frozen=True)
+class PendingMatch:
+    """A match whose slot ad did not show it yet when it was made."""
+    slot: str                   # the matched slot's Name (a partitionable slot's, for a split)
+    submitter: str
+    groups: tuple[str, ...]
+    cost: float
+    limits: str
+    at: float                   # pool time of the match
 
 
 @dataclass(frozen=True)
@@ -71,6 +88,7 @@ class Accountant:
     customers: dict[str, Customer] = field(default_factory=dict)
     last_update: float | None = None
     limit_usage: dict[str, float] = field(default_factory=dict)
+    pending: list[PendingMatch] = field(default_factory=list)
 
     # ---- customers -----------------------------------------------------------
     def customer(self, name: str, is_group: bool = False) -> Customer:
@@ -139,16 +157,34 @@ class Accountant:
             return 1.0
         return weight if weight is not None and weight >= 0 else 1.0
 
-    def check_matches(self, claimed: Iterable[tuple[str, list[str], float, str]]) -> None:
-        """Rebuild usage from claimed slots: (submitter, its groups up to the root, weight, limits)."""
+    def check_matches(self, claimed: Iterable[tuple[str, list[str], float, str]],
+                      heard: Mapping[str, float] | None = None) -> None:
+        """Rebuild usage from claimed slots: (submitter, its groups up to the root, weight,
+        limits); then charge again each earlier match whose slot's ad, by `heard` (slot
+        Name -> LastHeardFrom), has not been updated since the match. A match whose slot
+        has been heard from since, or is gone, is forgotten: its claim, if it was made, is
+        among `claimed`."""
         for c in self.customers.values():
             c.resources_used = 0.0
             c.weighted_used = 0.0
         self.limit_usage = {}
         for submitter, groups, weight, limits in claimed:
             self._charge(submitter, groups, self.slot_weight(weight))
-            for name, inc in parse_limits(limits):
-                self.limit_usage[name] = self.limit_usage.get(name, 0.0) + inc
+            self._add_limits(limits)
+        kept = []
+        for p in self.pending if heard is not None else ():
+            last = heard.get(p.slot)
+            # LastHeardFrom is whole seconds: an ad heard in the match's own second counts as
+            # newer (at worst a match goes uncharged for a cycle, never charged twice).
+            if last is not None and last < math.floor(p.at):
+                kept.append(p)
+                self._charge(p.submitter, list(p.groups), p.cost)
+                self._add_limits(p.limits)
+        self.pending = kept
+
+    def _add_limits(self, limits: str) -> None:
+        for name, inc in parse_limits(limits):
+            self.limit_usage[name] = self.limit_usage.get(name, 0.0) + inc
 
     def _charge(self, submitter: str, groups: list[str], cost: float, slots: float = 1.0) -> None:
         c = self.customer(submitter)
@@ -159,12 +195,26 @@ class Accountant:
             gc.resources_used += slots
             gc.weighted_used += cost
 
-    def add_match(self, submitter: str, groups: list[str], cost: float, limits: str = "") -> None:
-        """A match made this cycle: charged at once, so the cycle's limits see it."""
+    def add_match(self, submitter: str, groups: list[str], cost: float, limits: str = "",
+                  slot: str = "", at: float | None = None) -> None:
+        """A match made this cycle: charged at once, so the cycle's limits see it, and (with
+        its slot and time) until the slot's ad shows it."""
         self._charge(submitter, groups, cost)
         if limits:
-            for name, inc in parse_limits(limits):
-                self.limit_usage[name] = self.limit_usage.get(name, 0.0) + inc
+            self._add_limits(limits)
+        if slot and at is not None:
+            self.pending.append(PendingMatch(slot, submitter, tuple(groups), cost, limits, at))
+
+    def remove_match(self, submitter: str, groups: list[str], cost: float, limits: str = "") -> None:
+        """A claim preempted this cycle (Accountant::AddMatch removes the slot's old match):
+        its user and groups stop being charged for it at once."""
+        self._charge(submitter, groups, -cost, -1.0)
+        for c in [self.customers.get(submitter)] + [self.customers.get(g) for g in groups]:
+            if c is not None:
+                c.weighted_used = max(0.0, c.weighted_used)
+                c.resources_used = max(0.0, c.resources_used)
+        for name, inc in parse_limits(limits):
+            self.limit_usage[name] = max(0.0, self.limit_usage.get(name, 0.0) - inc)
 
     # ---- concurrency limits -------------------------------------------------------
     def limit_max(self, name: str) -> float:

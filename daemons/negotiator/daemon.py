@@ -1,15 +1,16 @@
-"""The negotiator daemon: negotiation cycles on HTCondor's cadence, with fair share.
+"""The negotiator daemon: negotiation cycles on HTCondor's cadence, with fair share and preemption.
 
 A cycle (matchmaker.cpp negotiationTime):
 - Phase 1: slot ads (NEGOTIATOR_SLOT_CONSTRAINT) and submitter ads from the collector;
 - Phase 2: accounting: priorities age, usage is rebuilt from the claimed slots, the
   pool's summed slot weight is the pie; significant attributes;
-- Phase 3/4: with GROUP_NAMES, allocation rounds over the group tree (groups.py), each
-  group negotiated in GROUP_SORT_EXPR order up to its allocation; without groups, one
-  group of everybody. Within a group, "pie spins": submitters in ascending effective
-  priority, each up to its share of the pie (fairshare.py), repeated while progress is
-  made. Each submitter is a session with its schedd over a bidirectional stream.
-The log uses HTCondor's NegotiatorLog wording so runs can be compared line by line.
+- Phase 3/4: the cycle's decisions (cycle.py: group order, shares, pie spins,
+  matches, rejections, preemptions), each submitter a session with its schedd over a
+  bidirectional stream. This module is the wiring: queries, streams, logs, the
+  accountant's persistence and the gRPC service.
+A schedd that fails or sends something malformed costs only its own session, which is
+logged; the rest of the pool negotiates. The log uses HTCondor's NegotiatorLog wording
+so runs can be compared line by line.
 """
 from __future__ import annotations
 
@@ -23,104 +24,25 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import classad2
 import grpc
 
 from daemons.core import ads
 from daemons.core.clock import PoolClock
 from daemons.core.common import CommonConfig
-from daemons.core.config import ConfigError, Param
 from daemons.core.daemon import Daemon, cancel_and_wait
 from daemons.core.log import EACH_LINE_STAMPED
 from daemons.core.rpc import describe
-from daemons.negotiator import groups as hgq
-from daemons.negotiator.accountant import Accountant, AccountantConfig
-from daemons.negotiator.cadence import Cadence
-from daemons.negotiator.fairshare import submitter_limits
-from daemons.negotiator.matchmaker import Match, Matchmaker, MatchPolicy, SlotCache
+from daemons.negotiator.accountant import Accountant
+from daemons.negotiator.config import NegotiatorConfig
+from daemons.negotiator.cycle import ERROR, Cycle, Session, Submitter
+from daemons.negotiator.matchmaker import Matchmaker, SlotCache
+from daemons.negotiator.preemption import Preemption
 from daemons.negotiator.significant import SignificantAttributes
+from daemons.negotiator.streams import Outgoing, ScheddError, ScheddStream
 from daemons.negotiator.slotads import SlotView
-from daemons.pb.htcpool import common_pb2, negotiator_pb2, negotiator_pb2_grpc, schedd_pb2, schedd_pb2_grpc
+from daemons.pb.htcpool import negotiator_pb2_grpc, schedd_pb2, schedd_pb2_grpc
 
-
-@dataclass(frozen=True)
-class NegotiatorConfig:
-    cadence: Cadence = field(default_factory=Cadence)
-    request_list_size: int = 200          # NEGOTIATOR_RESOURCE_REQUEST_LIST_SIZE
-    policy: MatchPolicy = field(default_factory=MatchPolicy)
-    timeout_s: float = 30.0               # NEGOTIATOR_TIMEOUT (wall seconds per schedd exchange)
-    cycle_history: int = 1000             # how many cycle records the status page keeps
-    # Policy expressions whose references are significant (HTCondor's compute_significant_attrs).
-    preemption_requirements: str = ""     # PREEMPTION_REQUIREMENTS
-    preemption_rank: str = ""             # PREEMPTION_RANK
-    job_constraint: str = ""              # NEGOTIATOR_JOB_CONSTRAINT (the schedd offers only such jobs)
-    slot_constraint: str = ""             # NEGOTIATOR_SLOT_CONSTRAINT (other slots are never fetched)
-    depth_first: bool = False             # NEGOTIATOR_DEPTH_FIRST
-    use_slot_weights: bool = True         # NEGOTIATOR_USE_SLOT_WEIGHTS
-    accountant: AccountantConfig = field(default_factory=AccountantConfig)
-    groups: hgq.GroupsConfig = field(default_factory=hgq.GroupsConfig)
-    accountant_file: Path | None = None   # ACCOUNTANT_DATABASE_FILE (JSON here)
-    problems: tuple[str, ...] = ()        # configuration problems reported every cycle, not fatal
-
-    @classmethod
-    def from_param(cls, p: Param, spool: Path | None = None) -> "NegotiatorConfig":
-        groups, problems = hgq.read_groups(p)
-        limits, scoped = [], []
-        for knob in p.names():
-            up = knob.upper()
-            if up.endswith("_LIMIT") and not up.startswith(("CONCURRENCY_LIMIT_DEFAULT", "NEGOTIATOR_")):
-                try:
-                    v = p.float(knob)
-                except ConfigError as e:
-                    problems.append(str(e))
-                    continue
-                if v is not None and p.is_set(knob):
-                    limits.append((knob[:-len("_LIMIT")].lower(), v))
-            elif up.startswith("CONCURRENCY_LIMIT_DEFAULT_"):
-                v = p.float(knob)
-                if v is not None:
-                    scoped.append((knob[len("CONCURRENCY_LIMIT_DEFAULT_"):].lower(), v))
-        group_factors = []
-        for spec in groups.groups:
-            f = p.float(f"GROUP_PRIO_FACTOR_{spec.name}")
-            if f is not None:
-                group_factors.append((spec.name, f))
-        db = p.str("ACCOUNTANT_DATABASE_FILE")
-        acct_file = Path(db).with_suffix(".json") if db and db != "/spool/Accountantnew.log" else (
-            (spool / "Accountant.json") if spool else None)
-        return cls(
-            cadence=Cadence(
-                interval_s=float(p.int("NEGOTIATOR_INTERVAL", 60, minimum=1) or 60),
-                min_interval_s=float(p.int("NEGOTIATOR_MIN_INTERVAL", 5, minimum=0) or 0),
-                cycle_delay_s=float(p.int("NEGOTIATOR_CYCLE_DELAY", 20, minimum=0)
-                                    if p.is_set("NEGOTIATOR_CYCLE_DELAY") else 20)),
-            request_list_size=p.int("NEGOTIATOR_RESOURCE_REQUEST_LIST_SIZE", 200, minimum=1) or 200,
-            policy=MatchPolicy(pre_job_rank=p.expr("NEGOTIATOR_PRE_JOB_RANK", "") or "",
-                               post_job_rank=p.expr("NEGOTIATOR_POST_JOB_RANK", "") or ""),
-            timeout_s=float(p.int("NEGOTIATOR_TIMEOUT", 30, minimum=1) or 30),
-            cycle_history=p.int("NEGOTIATOR_CYCLE_HISTORY", 1000, minimum=1) or 1000,
-            preemption_requirements=p.expr("PREEMPTION_REQUIREMENTS", "") or "",
-            preemption_rank=p.expr("PREEMPTION_RANK", "") or "",
-            job_constraint=p.expr("NEGOTIATOR_JOB_CONSTRAINT", "") or "",
-            slot_constraint=p.expr("NEGOTIATOR_SLOT_CONSTRAINT", "") or "",
-            depth_first=bool(p.bool("NEGOTIATOR_DEPTH_FIRST", False)),
-            use_slot_weights=bool(p.bool("NEGOTIATOR_USE_SLOT_WEIGHTS", True)),
-            accountant=AccountantConfig(
-                halflife_s=p.float("PRIORITY_HALFLIFE", 86400.0, positive=True) or 86400.0,
-                default_factor=p.float("DEFAULT_PRIO_FACTOR", 1000.0, minimum=1.0) or 1000.0,
-                use_slot_weights=bool(p.bool("NEGOTIATOR_USE_SLOT_WEIGHTS", True)),
-                group_factors=tuple(group_factors),
-                concurrency_default=p.float("CONCURRENCY_LIMIT_DEFAULT", 2308032.0, minimum=0) or 2308032.0,
-                concurrency_limits=tuple(limits),
-                concurrency_scoped_defaults=tuple(scoped)),
-            groups=groups,
-            accountant_file=acct_file,
-            problems=tuple(problems),
-        )
-
-    def policy_exprs(self) -> list[str]:
-        return [self.preemption_requirements, self.preemption_rank, self.policy.pre_job_rank,
-                self.policy.post_job_rank]
+__all__ = ["CycleRecord", "NegotiatorConfig", "NegotiatorDaemon"]
 
 
 @dataclass
@@ -146,6 +68,8 @@ class CycleRecord:
     evaluations: int = 0       # request-against-slot evaluations (one per slot group, thanks to grouping)
     autoclusters: int = 0      # distinct autoclusters among the request ads received
     phases: dict[str, float] = field(default_factory=dict)   # wall seconds per phase of the cycle
+    preemptions: int = 0       # matches that preempt a claim
+    failed: list[str] = field(default_factory=list)   # submitters whose session failed (and why)
 
 
 class _Phases:
@@ -159,73 +83,6 @@ class _Phases:
         now = time.perf_counter()
         self.into[name] = round(self.into.get(name, 0.0) + now - self.t, 6)
         self.t = now
-
-
-class _Outgoing:
-    """What a session has decided and not yet sent: matches and rejections, and log lines.
-
-    They travel as one message and one log record per batch of requests (the lines
-    still read as HTCondor's, each stamped): a message per match would cost more
-    than the matching itself.
-    """
-
-    def __init__(self, log) -> None:
-        self.log = log
-        self.lines: list[str] = []
-        self.msg = schedd_pb2.NegotiatorMessage()
-
-    def match(self, request_id: str, result: Match) -> None:
-        m = self.msg.outcomes.outcomes.add().match
-        m.request_id = request_id
-        m.claim_id = result.claim_id
-        m.slot_ad.text = result.slot_ad_text
-        if result.consumed:
-            m.consumed.update(dict(result.consumed))
-
-    def reject(self, request_id: str, reason: str) -> None:
-        r = self.msg.outcomes.outcomes.add().reject
-        r.request_id = request_id
-        r.reason = reason
-
-    def flush_log(self) -> None:
-        if self.lines:
-            self.log.info("%s", "\n".join(self.lines), extra=EACH_LINE_STAMPED)
-            self.lines = []
-
-    async def flush(self, call) -> None:
-        self.flush_log()
-        if self.msg.HasField("outcomes"):
-            msg, self.msg = self.msg, schedd_pb2.NegotiatorMessage()
-            await call.write(msg)
-
-
-@dataclass
-class _ScheddStream:
-    call: Any          # the Negotiate stream-stream call
-    opened: float      # time.monotonic() when it opened
-
-    async def close(self) -> None:
-        try:
-            if not self.call.done():
-                await self.call.write(schedd_pb2.NegotiatorMessage(end=schedd_pb2.NegotiateEnd()))
-                await self.call.done_writing()
-                while await self.call.read() is not grpc.aio.EOF:
-                    pass
-        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
-            pass
-
-
-@dataclass
-class Session:
-    """One submitter's negotiation within a spin."""
-    name: str
-    address: str
-    group: hgq.Group | None
-    ancestry: list[str]
-    limit: float
-    used: float = 0.0
-    limited: bool = False     # stopped or rejected by the submitter limit
-    matches: int = 0
 
 
 class NegotiatorDaemon(Daemon):
@@ -252,14 +109,16 @@ class NegotiatorDaemon(Daemon):
         self.last_limits: dict[str, tuple[float, float]] = {}   # submitter -> (share, limit)
         self.last_quotas: dict[str, float] = {}
         self._cycle_autoclusters: set[object] = set()   # autocluster ids of this cycle's request ads
-        self._streams: dict[str, _ScheddStream] = {}     # this cycle's Negotiate streams, by schedd address
+        self._preemption = Preemption(cfg.preemption)
+        self._streams: dict[str, ScheddStream] = {}     # this cycle's Negotiate streams, by schedd address
         self._closing: list[asyncio.Future] = []
 
     def default_name(self) -> str:
         return self.common.full_hostname
 
     def add_services(self, server: grpc.aio.Server) -> None:
-        negotiator_pb2_grpc.add_NegotiatorServicer_to_server(_NegotiatorService(self), server)
+        from daemons.negotiator.service import NegotiatorService
+        negotiator_pb2_grpc.add_NegotiatorServicer_to_server(NegotiatorService(self), server)
 
     # ---- accountant persistence -------------------------------------------------
     def _load_accountant(self) -> Accountant:
@@ -296,6 +155,9 @@ class NegotiatorDaemon(Daemon):
                       c.interval_s, c.min_interval_s, c.cycle_delay_s)
         for problem in self.cfg.problems:
             self.log.error("configuration: %s", problem)
+        self.log.info("NEGOTIATOR_CONSIDER_PREEMPTION = %s, PREEMPTION_REQUIREMENTS = %s, PREEMPTION_RANK = %s",
+                      self.cfg.consider_preemption, self.cfg.preemption_requirements or "None",
+                      self.cfg.preemption_rank or "None")
         if self.cfg.groups.enabled:
             self.log.info("group quotas: %s", ", ".join(
                 f"{g.name} ({'static ' if g.static else 'dynamic '}{g.config_quota:g}"
@@ -386,14 +248,7 @@ class NegotiatorDaemon(Daemon):
         phase("query")
         # One cheap pass per ad: the ClassAd library parses an ad only when it is evaluated.
         views = [self._slot_cache.view(t, parse=self._parse_slot) for t in slot_texts]
-        submitters = []
-        for t in submitter_texts:
-            ad = ads.parse_ad(t, "submitter ad")
-            name, schedd, addr = (ads.get(ad, a) for a in ("Name", "ScheddName", "ScheddIpAddr"))
-            if not all(isinstance(v, str) and v for v in (name, schedd, addr)):
-                log.info("  Error!  Could not get Name, ScheddName and ScheddIpAddr from a submitter ad; ignored")
-                continue
-            submitters.append(ad)
+        submitters = self._submitters(submitter_texts)
         rec.slots, rec.submitters = len(views), len(submitters)
         log.info("Got ads: %d public and %d private", len(slot_texts) + len(submitter_texts), len(slot_texts))
         log.info("Public ads include %d submitter, %d startd", len(submitters), len(views))
@@ -402,11 +257,13 @@ class NegotiatorDaemon(Daemon):
         log.info("Phase 2:  Performing accounting ...")
         for problem in self.cfg.problems:
             log.error("configuration: %s", problem)
-        tree = hgq.build_tree(self.cfg.groups) if self.cfg.groups.enabled else None
-        groups_by_name = {g.name.lower(): g for g in tree[1]} if tree else {}
+        cycle = Cycle(self.cfg.cycle_policy, self.accountant, None, submitters, 0.0, 1.0)
         self.accountant.update_priorities(rec.start)
-        pool_weight, min_weight, claimed = 0.0, math.inf, []
+        pool_weight, min_weight, claimed, heard = 0.0, math.inf, [], {}
         for v in views:
+            name, last = v.get("Name"), v.get("LastHeardFrom")
+            if isinstance(name, str) and isinstance(last, (int, float)) and not isinstance(last, bool):
+                heard[name] = float(last)
             w = self._view_weight(v)
             pool_weight += w
             min_weight = min(min_weight, w) if w > 0 else min_weight
@@ -414,10 +271,10 @@ class NegotiatorDaemon(Daemon):
                 owner = v.get("RemoteOwner")
                 if isinstance(owner, str) and owner:
                     limits = v.get("ConcurrencyLimits")
-                    claimed.append((owner, self._groups_of(owner, groups_by_name), w,
-                                    limits if isinstance(limits, str) else ""))
-        self.accountant.check_matches(claimed)
-        rec.pool_weight = pool_weight
+                    claimed.append((owner, cycle.ancestry_of(owner), w, limits if isinstance(limits, str) else ""))
+        self.accountant.check_matches(claimed, heard)
+        cycle.pool_weight = rec.pool_weight = pool_weight
+        cycle.min_weight = min_weight if math.isfinite(min_weight) else 1.0
         phase("accounting")
         sig = self.significant.compute_views(views, self.cfg.policy_exprs(), self.cfg.job_constraint)
         if sig != self.significant_attrs:
@@ -426,23 +283,66 @@ class NegotiatorDaemon(Daemon):
         rec.significant = len(sig)
         phase("significant")
         mm = Matchmaker.from_views(views, self.cfg.policy, rec.start, self._slot_cache,
-                                   use_slot_weights=self.cfg.use_slot_weights)
+                                   use_slot_weights=self.cfg.use_slot_weights, preemption=self._preemption,
+                                   remote_attrs=cycle.remote_attrs, significant=sig)
         mm.count_jobs_in_slot = self.cfg.depth_first
+        cycle.mm = mm
         rec.slot_groups = len(mm.groups)
         phase("group")
-        min_weight = min_weight if math.isfinite(min_weight) else 1.0
-        self.last_limits, self.last_quotas = {}, {}
         try:
-            if tree is None:
-                await self._negotiate_group(None, submitters, math.inf, pool_weight, min_weight, mm, rec, {})
-            else:
-                await self._negotiate_groups(tree, submitters, pool_weight, min_weight, mm, rec)
+            await self._run(cycle, rec)
         finally:
             await self._close_streams()
+            self.last_limits, self.last_quotas = cycle.last_limits, cycle.last_quotas
+            c = cycle.counts
+            rec.matches, rec.rejections, rec.requests, rec.considered = c.matches, c.rejections, c.requests, \
+                c.considered
+            rec.preemptions, rec.order = c.preemptions, c.order
+            self._cycle_autoclusters = c.autoclusters
         phase("negotiate")
         rec.evaluations = mm.evaluations
         for slot, problem in mm.errors.items():
             log.error("slot %s: %s", slot, problem)
+
+    def _submitters(self, texts: list[str]) -> list[Submitter]:
+        out = []
+        for t in texts:
+            try:
+                ad = ads.parse_ad(t, "submitter ad")
+            except ads.AdError as e:
+                self.log.warning("  Error!  A submitter ad does not parse (%s); ignored", e)
+                continue
+            name, schedd, addr = (ads.get(ad, a) for a in ("Name", "ScheddName", "ScheddIpAddr"))
+            if not all(isinstance(v, str) and v for v in (name, schedd, addr)):
+                self.log.info("  Error!  Could not get Name, ScheddName and ScheddIpAddr from a submitter ad; "
+                              "ignored")
+                continue
+
+            def num(k: str) -> float:
+                v = ads.as_number(ads.get(ad, k))
+                return v if v is not None and math.isfinite(v) else 0.0
+            out.append(Submitter(str(name), str(addr).strip("<>"), num("IdleJobs"), num("RunningJobs"),
+                                 num("WeightedIdleJobs"), num("WeightedRunningJobs")))
+        return out
+
+    async def _run(self, cycle: Cycle, rec: CycleRecord) -> None:
+        """Drive the cycle's decisions: each session it asks for is negotiated with its schedd."""
+        sessions = cycle.sessions()
+        try:
+            session = next(sessions)
+            while True:
+                self._log_lines(cycle.lines)
+                result = await self._negotiate_with(session, rec)
+                session = sessions.send(result)
+        except StopIteration:
+            pass
+        finally:
+            self._log_lines(cycle.lines)
+
+    def _log_lines(self, lines: list[str]) -> None:
+        if lines:
+            self.log.info("%s", "\n".join(lines), extra=EACH_LINE_STAMPED)
+            lines.clear()
 
     def _view_weight(self, v: SlotView) -> float:
         """A slot's weight, once per shape unless its expressions look at its instance attributes."""
@@ -455,179 +355,16 @@ class NegotiatorDaemon(Daemon):
             w = v.shape.memo["weight"] = self._slot_weight(v.ad)
         return w
 
-    def _slot_weight(self, ad: classad2.ClassAd) -> float:
+    def _slot_weight(self, ad) -> float:
         if not self.cfg.use_slot_weights:
             return 1.0
-        w = ads.as_number(ads.evaluate(ad.lookup("SlotWeight"), ad)) if "SlotWeight" in ad else None
+        w = ads.as_float(ads.evaluate(ad.lookup("SlotWeight"), ad)) if "SlotWeight" in ad else None
         if w is None:
             w = ads.as_number(ads.get(ad, "Cpus"))  # HTCondor's default SLOT_WEIGHT
         return w if w is not None and w >= 0 else 1.0
 
-    def _groups_of(self, submitter: str, groups_by_name: dict[str, hgq.Group]) -> list[str]:
-        """The accounting groups a submitter's usage counts against (its group and those above)."""
-        if not groups_by_name:
-            return []
-        g = hgq.group_of(submitter, groups_by_name)
-        return [hgq.ROOT] if g.name == hgq.ROOT else g.ancestry()
-
-    # ---- groups ----------------------------------------------------------------------
-    async def _negotiate_groups(self, tree: tuple[hgq.Group, list[hgq.Group]], submitters: list[classad2.ClassAd],
-                                pool_weight: float, min_weight: float, mm: Matchmaker, rec: CycleRecord) -> None:
-        """HTCondor's hierarchical group quotas (GroupEntry::hgq_negotiate_with_all_groups)."""
-        log = self.log
-        gcfg = self.cfg.groups
-        root, order = tree
-        by_name = {g.name.lower(): g for g in order}
-        members: dict[str, list[classad2.ClassAd]] = {g.name: [] for g in order}
-        log.info("group quotas: assigning %d submitters to accounting groups", len(submitters))
-        for ad in submitters:
-            name = str(ads.get(ad, "Name"))
-            g = hgq.group_of(name, by_name)
-            members[g.name].append(ad)
-            demand_keys = ("WeightedIdleJobs", "WeightedRunningJobs") if gcfg.weighted_demand else ("IdleJobs",
-                                                                                                   "RunningJobs")
-            g.requested += sum(ads.as_number(ads.get(ad, k)) or 0.0 for k in demand_keys)
-        if root.autoregroup:
-            for g in order[1:]:
-                if g.autoregroup and members[g.name]:
-                    members[root.name].extend(members[g.name])
-                    log.info("group quotas: autoregroup mode: appended %d submitters to group %s negotiation",
-                             len(members[g.name]), root.name)
-        log.info("group quotas: assigning group quotas from %g available%s slots", pool_weight,
-                 " weighted" if self.cfg.use_slot_weights else "")
-        hgq.assign_quotas(root, pool_weight, gcfg.allow_oversubscription)
-        for g in order:
-            g.usage = self.accountant.weighted_used(g.name)
-            self.last_quotas[g.name] = g.quota
-            log.info("group quotas: group= %s  cquota= %g  static= %d  accept= %d  quota= %g  req= %g  usage= %g",
-                     g.name, g.config_quota, int(g.static), int(g.accept_surplus), g.quota, g.requested, g.usage)
-        sort_expr = ads.parse_expr(gcfg.sort_expr, "GROUP_SORT_EXPR")
-        for round_ in range(1, gcfg.max_rounds + 1):
-            log.info("group quotas: allocation round %d", round_)
-            for g in order:
-                g.allocated = 0.0
-            surplus = hgq.fairshare(root)
-            if root.autoregroup:
-                root.quota = root.allocated = pool_weight
-            accept_any = any(g.accept_surplus for g in order[1:])
-            maxdelta = max((max(0.0, (g.allocated if accept_any else g.quota) - g.usage) for g in order),
-                           default=0.0)
-            log.info("group quotas: groups= %d  requesting= %d  allocated= %g  surplus= %g  maxdelta= %g",
-                     len(order), sum(1 for g in order if g.requested + g.allocated > 0),
-                     sum(g.allocated for g in order), surplus, maxdelta)
-            for g in order:
-                v = ads.as_number(ads.evaluate(sort_expr, classad2.ClassAd(ads.ad_text(hgq.group_sort_ad(g)))))
-                g.sort_key = v if v is not None else 3.4e38
-            ranked = sorted(order, key=lambda g: (g is root and root.autoregroup, g.sort_key))
-            n = 0.0
-            while True:
-                n = min(n + gcfg.rr_rate, maxdelta) if maxdelta > 0 else 0.0
-                for g in ranked:
-                    if g.allocated <= 0:
-                        log.info("Group %s - skipping, zero slots allocated", g.name)
-                        continue
-                    if g.usage >= g.allocated:
-                        log.info("Group %s - skipping, at or over quota (quota=%g) (usage=%g) (allocation=%g)",
-                                 g.name, g.quota, g.usage, g.allocated)
-                        continue
-                    if not members[g.name]:
-                        log.info("Group %s - skipping, no submitters (usage=%g)", g.name, g.usage)
-                        continue
-                    log.info("Group %s - BEGIN NEGOTIATION", g.name)
-                    target = max(g.allocated, g.quota)
-                    delta = max(0.0, target - g.usage)
-                    slots = g.usage + delta * (n / maxdelta) if delta > 0 and maxdelta > 0 else target
-                    slots = min(slots, target)
-                    if not self.cfg.use_slot_weights:
-                        slots = math.floor(slots)
-                    subtree = {x.name: self.accountant.weighted_used(x.name) for x in order}
-                    slots = hgq.strict_enforce(g, slots, subtree)
-                    await self._negotiate_group(g, members[g.name], slots, pool_weight, min_weight, mm, rec,
-                                                by_name)
-                    for x in order:
-                        x.usage = self.accountant.weighted_used(x.name)
-                if n >= maxdelta or mm.available == 0:
-                    break
-            usage_total = sum(min(g.usage, g.allocated) for g in order)
-            allocated_total = sum(g.allocated for g in order)
-            log.info("Round %d totals: allocated= %g  usage= %g", round_, allocated_total, usage_total)
-            if usage_total >= allocated_total or mm.available == 0:
-                break
-            for g in order:
-                g.requested = g.usage if g.usage < g.allocated else g.requested + g.allocated
-
-    # ---- within a group: pie spins -------------------------------------------------------
-    async def _negotiate_group(self, group: hgq.Group | None, submitters: list[classad2.ClassAd], group_quota: float,
-                               pool_weight: float, min_weight: float, mm: Matchmaker, rec: CycleRecord,
-                               groups_by_name: dict[str, hgq.Group]) -> None:
-        log = self.log
-        remaining = [s for s in submitters if (ads.as_number(ads.get(s, "IdleJobs")) or 0) > 0]
-        name_of = {str(ads.get(s, "Name")): s for s in remaining}
-        group_name = group.name if group is not None else None
-        spin = 0
-        while remaining and mm.available > 0:
-            spin += 1
-            group_usage = self.accountant.weighted_used(group_name) if group_name else 0.0
-            if group_name is not None and group_usage >= group_quota:
-                log.info("Group %s is using its quota %g - halting negotiation", group_name, group_quota)
-                break
-            slot_weight_total = min(pool_weight, group_quota)
-            prios = {n: self.accountant.effective_priority(n, group_name) for n in name_of}
-            usage = {n: self.accountant.weighted_used(n) for n in name_of}
-            shares = submitter_limits(prios, usage, slot_weight_total,
-                                      group_quota if group_name is not None else None, group_usage)
-            pie_left = sum(s.limit for s in shares)
-            if pie_left <= 0:
-                log.info("Halting negotiation: no slots available to match (preemption disabled,pieLeft=%.3f)",
-                         pie_left)
-                break
-            if spin == 1:
-                log.info("Phase 3:  Sorting submitter ads by priority ...")
-                for s in shares:
-                    self.last_limits[s.name] = (s.share, s.limit)
-            log.info("Phase 4.%d:  Negotiating with schedds ...", spin)
-            pie_before = pie_left
-            done: list[str] = []
-            for s in shares:
-                if mm.available == 0:
-                    break
-                limit = min(s.limit, pie_left)
-                if spin > 1 and (limit < min_weight or pie_left < min_weight):
-                    log.info("  Negotiation with %s skipped as pieLeft < minSlotWeight", s.name)
-                    continue
-                ad = name_of[s.name]
-                addr = str(ads.get(ad, "ScheddIpAddr"))
-                log.info("  Negotiating with %s at %s\n    SubmitterPrio       = %f\n    submitterShare      = %f\n"
-                         "    submitterLimit    = %f\n    submitterUsage    = %f", s.name, addr, s.priority, s.share,
-                         limit, s.usage, extra=EACH_LINE_STAMPED)
-                rec.order.append(f"{group_name or '<none>'}/{s.name}")
-                ancestry = ([hgq.ROOT] if group is not None and group.name == hgq.ROOT else
-                            group.ancestry() if group is not None else [])
-                if group is not None and group.name == hgq.ROOT and groups_by_name:
-                    # an autoregrouped submitter still charges its own group
-                    ancestry = self._groups_of(s.name, groups_by_name)
-                session = Session(s.name, addr.strip("<>"), group, ancestry, limit)
-                try:
-                    result = await self._negotiate_with(session, mm, rec)
-                except grpc.aio.AioRpcError as e:
-                    log.warning("  Negotiation with %s at %s failed: %s", s.name, addr, describe(e))
-                    result = "error"
-                pie_left -= session.used
-                if result == "done":
-                    log.info("  Submitter %s got all it wants; removing it.", s.name)
-                    done.append(s.name)
-                elif result == "error":
-                    done.append(s.name)
-                else:
-                    log.info("  This submitter hit its submitterLimit.")
-            for n in done:
-                name_of.pop(n, None)
-            remaining = list(name_of.values())
-            if not (pie_left < pie_before - 1e-9 or done):
-                break
-
-    # ---- one submitter -----------------------------------------------------------------------
-    def _stream(self, address: str) -> "_ScheddStream":
+    # ---- one submitter -----------------------------------------------------------------
+    def _stream(self, address: str) -> ScheddStream:
         """The cycle's Negotiate stream to a schedd: every submitter of that schedd negotiates
         over it in turn (HTCondor keeps its sockets to schedds in a cache the same way). A
         stream is reused while less than a quarter of NEGOTIATOR_TIMEOUT has passed since it
@@ -639,7 +376,7 @@ class NegotiatorDaemon(Daemon):
             self._streams.pop(address)
             self._closing.append(asyncio.ensure_future(s.close()))
         stub = schedd_pb2_grpc.ScheddStub(self.channels.get(address))
-        s = self._streams[address] = _ScheddStream(stub.Negotiate(timeout=self.cfg.timeout_s), time.monotonic())
+        s = self._streams[address] = ScheddStream(stub.Negotiate(timeout=self.cfg.timeout_s), time.monotonic())
         return s
 
     async def _close_streams(self) -> None:
@@ -657,127 +394,66 @@ class NegotiatorDaemon(Daemon):
         if closing:
             await asyncio.gather(*closing, return_exceptions=True)
 
-    async def _negotiate_with(self, session: Session, mm: Matchmaker, rec: CycleRecord) -> str:
-        """"done" (it has nothing more), "resume" (stopped at its limit) or raises on error."""
-        stream = self._stream(session.address)
+    async def _negotiate_with(self, session: Session, rec: CycleRecord) -> str:
+        """DONE (it has nothing more), RESUME (stopped at its limit) or ERROR (the session
+        failed: the schedd broke the stream, sent something malformed, or serving one of its
+        requests raised). A failure costs only this submitter's session."""
+        try:
+            stream = self._stream(session.address)
+        except Exception as e:   # a malformed address
+            return self._failed(session, rec, e)
         call = stream.call
-        out = _Outgoing(self.log)
-        rejected: set[int] = set()   # autoclusters rejected in this session: skip the rest of them
-        stopped = False
-        failed = True
+        out = Outgoing(self.log)
         try:
             await call.write(schedd_pb2.NegotiatorMessage(start=schedd_pb2.NegotiateStart(
                 submitter=session.name, cycle=rec.cycle, pool_time=rec.start,
                 significant_attrs=self.significant_attrs, job_constraint=self.cfg.job_constraint)))
-            while not stopped:
+            while not session.stopped:
                 # What the last batch decided goes first: the schedd then leaves the
                 # rejected autoclusters out of the next batch.
-                await out.flush(call)
+                await out.flush(call, session)
                 await call.write(schedd_pb2.NegotiatorMessage(
                     send_requests=schedd_pb2.SendRequests(max_requests=self.cfg.request_list_size)))
                 reply = await call.read()
                 if reply is grpc.aio.EOF or reply.WhichOneof("msg") != "requests":
-                    break
+                    raise ScheddError("the schedd ended the negotiation without sending its requests")
                 batch = reply.requests
                 for req in batch.requests:
-                    if mm.available == 0:
-                        stopped = True
+                    if session.stopped:
                         break
-                    if session.used >= session.limit:
-                        out.lines.append(f"    Reached submitter resource limit: {session.used:f} ... stopping")
-                        session.limited = stopped = True
-                        break
-                    rec.requests += 1
-                    self._serve_request(out, req, session, mm, rec, rejected)
+                    ad = ads.parse_ad(req.ad.text, f"resource request {req.request_id}")
+                    session.serve(req.request_id, ad, req.count)
                 if batch.no_more or not batch.requests:
                     if not batch.requests:
-                        out.lines.append("  Got NO_MORE_JOBS;  schedd has no more requests")
+                        session.no_more()
                     break
-            failed = False
-        except grpc.aio.AioRpcError:
+            await out.flush(call, session)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
             # A broken stream is no one's next session: the next submitter of that schedd opens another.
             if self._streams.get(session.address) is stream:
                 self._streams.pop(session.address)
-            stream.call.cancel()
-            raise
-        finally:
             try:
-                if not stream.call.done():
-                    await out.flush(call)   # decided matches reach the schedd even if something failed
-            except grpc.aio.AioRpcError:
+                if not call.done():
+                    await out.flush(call, session)   # decided matches reach the schedd if they still can
+            except Exception:
                 pass
-            out.flush_log()
-            if failed and self._streams.get(session.address) is stream:
-                self._streams.pop(session.address)
-                self._closing.append(asyncio.ensure_future(stream.close()))
-        return "resume" if session.limited else "done"
+            out.log_lines(session.take_lines())
+            call.cancel()
+            return self._failed(session, rec, e)
+        return session.result()
 
-    def _serve_request(self, out: "_Outgoing", req: schedd_pb2.ResourceRequest, session: Session, mm: Matchmaker,
-                       rec: CycleRecord, rejected: set[int]) -> None:
-        """Match one resource request as often as it asks; the outcomes go to `out`, in order."""
-        ad = ads.parse_ad(req.ad.text, f"resource request {req.request_id}")
-        cluster, proc = ads.get(ad, "ClusterId", 0), ads.get(ad, "ProcId", 0)
-        ac = ads.get(ad, "AutoClusterId", -1)
-        self._cycle_autoclusters.add(ac)
-        if ac in rejected:
-            return  # a later request of an autocluster that already failed this cycle
-        limits = ads.get(ad, "ConcurrencyLimits")
-        limits = limits if isinstance(limits, str) else ""
-        count = max(1, req.count)
-        lines = out.lines
-        job = f"{int(cluster):05d}.{int(proc):05d}"
-        who = f"{cluster}.{proc} {session.name} <{session.address}>"
-        i = 0
-        while i < count:
-            rec.considered += 1
-            exceeded = self.accountant.limits_exceeded(limits) if limits else []
-            found: list[Match] = []
-            reason = ""
-            if exceeded:
-                reason = f"concurrency limit {', '.join(exceeded)} reached"
-            elif session.used >= session.limit:
-                reason = "submitter limit exceeded"
-            elif limits or self.cfg.depth_first:
-                # Each match moves a limit counter or the depth-first count: one at a time.
-                result = mm.match(ad, session.used, session.limit)
-                if isinstance(result, Match):
-                    found = [result]
-                else:
-                    reason = result.reason
-            else:
-                # One evaluation of the slot groups serves the rest of the request.
-                found, rejection = mm.match_many(ad, count - i, session.used, session.limit)
-                reason = rejection.reason if rejection is not None else ""
-                rec.considered += max(0, len(found) - 1)
-            for result in found:
-                lines.append(f"    Request {job}:  autocluster {ac} (request count {i + 1} of {count})")
-                rec.matches += 1
-                session.matches += 1
-                session.used += result.cost
-                self.accountant.add_match(session.name, session.ancestry, result.cost, limits)
-                lines.append(f"      Matched {who} preempting none {result.startd_address} {result.slot_name}")
-                lines.append(f"      Successfully matched with {result.slot_name}")
-                out.match(req.request_id, result)
-                i += 1
-                if self.cfg.depth_first and not result.consumed and result.jobs_in_slot > 1:
-                    # The schedd packs this many more of the autocluster into the p-slot's leftovers.
-                    i += result.jobs_in_slot - 1
-            if found and mm.available == 0:
-                return
-            if reason:
-                if not found:
-                    lines.append(f"    Request {job}:  autocluster {ac} (request count {i + 1} of {count})")
-                rec.rejections += 1
-                if reason == "submitter limit exceeded":
-                    session.limited = True
-                lines.append(f"      Rejected {who}: {reason}")
-                out.reject(req.request_id, reason)
-                if isinstance(ac, int) and ac >= 0:
-                    rejected.add(ac)
-                return
+    def _failed(self, session: Session, rec: CycleRecord, e: BaseException) -> str:
+        expected = isinstance(e, (grpc.aio.AioRpcError, ads.AdError, ScheddError, asyncio.InvalidStateError))
+        why = describe(e) if isinstance(e, grpc.aio.AioRpcError) else f"{type(e).__name__}: {e}"
+        self.log.warning("  Negotiation with %s at <%s> failed: %s", session.name, session.address, why,
+                         exc_info=None if expected else e)
+        rec.failed.append(f"{session.name}: {why}")
+        return ERROR
 
     @staticmethod
-    def _parse_slot(text: str) -> classad2.ClassAd:
+    def _parse_slot(text: str):
         return ads.parse_ad(text, "slot ad")
 
     # ---- userprio -------------------------------------------------------------------------------
@@ -845,43 +521,3 @@ class NegotiatorDaemon(Daemon):
                   "user_weighted_in_use": {(("user", c.name),): c.weighted_used
                                            for c in self.accountant.customers.values()}})
         return m
-
-
-class _NegotiatorService(negotiator_pb2_grpc.NegotiatorServicer):
-    def __init__(self, daemon: NegotiatorDaemon) -> None:
-        self.d = daemon
-
-    async def Reschedule(self, request: common_pb2.Empty, context) -> negotiator_pb2.RescheduleReply:
-        return negotiator_pb2.RescheduleReply(next_cycle=self.d.reschedule())
-
-    async def CycleHistory(self, request: negotiator_pb2.CycleHistoryRequest,
-                           context) -> negotiator_pb2.CycleHistoryReply:
-        records = list(self.d.history)
-        if request.last > 0:
-            records = records[-request.last:]
-        return negotiator_pb2.CycleHistoryReply(cycles=[
-            negotiator_pb2.CycleRecord(cycle=r.cycle, start=r.start, end=r.end, matches=r.matches,
-                                       rejections=r.rejections, duration=r.duration,
-                                       wall_duration=r.wall_duration, slots=r.slots,
-                                       submitters=r.submitters, rescheduled=r.rescheduled,
-                                       requests=r.requests, considered=r.considered, significant=r.significant,
-                                       pool_weight=r.pool_weight, cpu_duration=r.cpu_duration,
-                                       slot_groups=r.slot_groups, autoclusters=r.autoclusters, phases=r.phases,
-                                       evaluations=r.evaluations)
-            for r in records])
-
-    async def UserPrio(self, request: negotiator_pb2.UserPrioRequest, context) -> negotiator_pb2.UserPrioReply:
-        last, entries = self.d.userprio(request.all_users)
-        return negotiator_pb2.UserPrioReply(last_update=last,
-                                            entries=[negotiator_pb2.UserPrioEntry(**e) for e in entries])
-
-    async def SetUserPrio(self, request: negotiator_pb2.SetUserPrioRequest, context) -> negotiator_pb2.UserPrioEntry:
-        if not request.name.strip():
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "name a submitter (user@domain) or a group")
-        if request.factor < 0 or request.priority < 0:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a priority or factor must not be negative")
-        if not request.factor and not request.priority:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "give a factor or a priority to set")
-        entry = self.d.set_userprio(request.name, request.factor, request.priority)
-        await self.d._save_accountant()
-        return negotiator_pb2.UserPrioEntry(**entry)

@@ -2,144 +2,76 @@
 
 For each resource request the matchmaker considers the slots still in play, keeps
 those whose Requirements and the request's Requirements both hold (a symmetric
-match), and picks the best by HTCondor's order: NEGOTIATOR_PRE_JOB_RANK, then the
-job's Rank, then NEGOTIATOR_POST_JOB_RANK (each evaluated with the slot as MY and the
-job as TARGET, except the job's Rank, which is the job's own). Ties go to the slot
-first by name. Without a consumption policy a matched slot, partitionable or not,
-leaves the cycle whole. Claimed slots are not candidates: htcpool does not preempt.
+match), and picks the best by HTCondor's order (matchmaker.cpp matchmakingAlgorithm):
+NEGOTIATOR_PRE_JOB_RANK, then the job's Rank, then NEGOTIATOR_POST_JOB_RANK (each
+evaluated with the slot as MY and the job as TARGET, except the job's Rank, which is
+the job's own), then no preemption over startd-rank over user-priority preemption,
+then PREEMPTION_RANK. Ties go to the slot first by name. A boolean rank counts 1.0
+or 0.0. Without a consumption policy a matched slot, partitionable or not, leaves
+the cycle whole. With NEGOTIATOR_CONSIDER_PREEMPTION, claimed slots are candidates
+too (preemption.py decides whether a request may preempt one); a slot in the Owner
+state never is.
 
 Beyond HTCondor (seed 000, "Future Work": cluster machine ads as jobs are clustered):
 candidate slots that differ only in per-instance attributes (Name, SlotID, addresses,
-timestamps: `INSTANCE_ATTRS`) are one group, and a request is evaluated once per group
-instead of once per slot. An instance attribute that any slot expression or policy
-expression refers to stops being ignored for the cycle; a request that refers to one
-(TARGET.Machine == "x") is evaluated slot by slot. The result is the same slot the
-slot-by-slot search picks. Slots are read through `slotads` views: a slot's ad is
-parsed only when it is evaluated.
+timestamps, the running job's ids: `INSTANCE_ATTRS`) are one group, and a request is
+evaluated once per group instead of once per slot; claimed slots group by their user
+too. An instance attribute that any slot expression or policy expression refers to
+stops being ignored for the cycle; a request that refers to one (TARGET.Machine == "x")
+is evaluated slot by slot. The result is the same slot the slot-by-slot search picks.
+Slots are read through `slotads` views: a slot's ad is parsed only when it is evaluated.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import classad2
 
 from daemons.core import ads
+from daemons.negotiator.candidates import (NO_MATCH, NO_PREEMPTION, PREEMPTION_REQUIREMENTS_FALSE, PRIO_PREEMPTION,
+                                           SUBMITTER_LIMIT, Candidate, Group, Match, MatchPolicy, Rejection,
+                                           claim_policy, consumption_resources, cp_fits, job_rank, rank_value,
+                                           symmetric_match, target_names)
+from daemons.negotiator.fairshare import permits
+from daemons.negotiator.preemption import Preemption
+from daemons.negotiator.significant import REMOVED
 from daemons.negotiator.slotads import INSTANCE_ATTRS, References, SlotCache, SlotView, referenced_positions
 
 __all__ = ["INSTANCE_ATTRS", "Candidate", "Group", "Match", "MatchPolicy", "Matchmaker", "NO_MATCH", "References",
-           "Rejection", "SUBMITTER_LIMIT", "SlotCache", "consumption_resources"]
-
-
-@dataclass(frozen=True)
-class MatchPolicy:
-    pre_job_rank: str = ""    # NEGOTIATOR_PRE_JOB_RANK
-    post_job_rank: str = ""   # NEGOTIATOR_POST_JOB_RANK
-
-
-class Candidate:
-    """A slot in play. Its ad is parsed when first evaluated, with the cycle's CurrentTime.
-
-    A slot split by a consumption policy gets its own copy of the ad (the negotiator
-    deducts each match from it), so a parsed ad shared across cycles stays as advertised.
-    """
-
-    __slots__ = ("name", "view", "claim_id", "order", "consumption", "claims_left", "_now", "_ad", "weight",
-                 "group_key")
-
-    def __init__(self, name: str, view: SlotView, claim_id: str, order: int, consumption: tuple[str, ...] = (),
-                 claims_left: int = 1, now: float = 0.0) -> None:
-        self.name = name
-        self.view = view
-        self.claim_id = claim_id
-        self.order = order
-        self.consumption = consumption   # resources with a Consumption<Res> policy (negotiator-side split)
-        self.claims_left = claims_left   # NumClaims: matches this slot may still take this cycle
-        self._now = now
-        self._ad: classad2.ClassAd | None = None
-        self.weight: float | None = None   # SlotWeight, once evaluated (without a consumption policy)
-        self.group_key: tuple = ()         # slots with equal keys match and rank alike
-
-    @property
-    def ad(self) -> classad2.ClassAd:
-        if self._ad is None:
-            ad = classad2.ClassAd(repr(self.view.ad)) if self.consumption else self.view.ad
-            ad["CurrentTime"] = int(self._now)
-            self._ad = ad
-        return self._ad
-
-    @property
-    def text(self) -> str:
-        return self.view.text
+           "Rejection", "SUBMITTER_LIMIT", "SlotCache", "SpinLimits", "consumption_resources", "symmetric_match"]
 
 
 @dataclass
-class Group:
-    """Slots that match and rank every request alike; members in name order."""
-    members: list[Candidate]
+class SpinLimits:
+    """A submitter's limits in one pie spin (calculateSubmitterLimit): `limit` for
+    preempting matches and `limit_unclaimed` (also capped by its group's quota) for slots
+    nobody holds; what it has used of each. A startd-rank preemption is not limited."""
+    limit: float = math.inf
+    limit_unclaimed: float = math.inf
+    used: float = 0.0
+    used_unclaimed: float = 0.0
 
-    @property
-    def first(self) -> Candidate:
-        return self.members[0]
+    def permits(self, state: int, cost: float) -> bool:
+        if state == NO_PREEMPTION:
+            return permits(self.used_unclaimed, cost, self.limit_unclaimed)
+        if state == PRIO_PREEMPTION:
+            return permits(self.used, cost, self.limit)
+        return True
 
-
-@dataclass(frozen=True)
-class Match:
-    slot_name: str
-    claim_id: str
-    slot_ad_text: str
-    ranks: tuple[float, float, float]
-    startd_address: str = "<0.0.0.0:0>"
-    cost: float = 1.0                               # what the submitter is charged (slot weight)
-    consumed: tuple[tuple[str, int], ...] = ()      # a consumption policy's split, for the startd
-    jobs_in_slot: int = 1                           # HTCondor's jobsInSlot (NEGOTIATOR_DEPTH_FIRST)
-
-
-@dataclass(frozen=True)
-class Rejection:
-    reason: str
+    def charge(self, state: int, cost: float) -> None:
+        self.used += cost
+        if state == NO_PREEMPTION:
+            self.used_unclaimed += cost
 
 
-NO_MATCH = "no match found"
-SUBMITTER_LIMIT = "submitter limit exceeded"
-
-
-def consumption_resources(ad: classad2.ClassAd) -> tuple[str, ...]:
-    """HTCondor's cp_supports_policy: a p-slot with Consumption<Res> for each of its MachineResources."""
-    if ads.get(ad, "PartitionableSlot") is not True:
-        return ()
-    names = ads.get(ad, "MachineResources")
-    if not isinstance(names, str):
-        return ()
-    resources = tuple(r for r in names.split() if r.lower() != "swap")
-    if not resources or any(f"Consumption{r}" not in ad for r in resources):
-        return ()
-    return resources
-
-
-def _as_match(x: str) -> str:
-    """ClassAd text that converts x as classad2's ClassAd.matches does: a boolean as is,
-    a number true unless zero, anything else (undefined, error, a string) false."""
-    return f"(isBoolean({x}) ? {x} : ((isInteger({x}) || isReal({x})) ? {x} != 0 : false))"
-
-
-# Both Requirements in one evaluation (the slot as MY, the job as TARGET, each ad's own
-# expression in its own scope) instead of classad2's two: every evaluation against a
-# TARGET builds a match ad, which costs more than the expressions themselves.
-_SYMMETRIC = classad2.ExprTree(f"{_as_match('MY.Requirements')} && {_as_match('TARGET.Requirements')}")
-
-
-def symmetric_match(request: classad2.ClassAd, slot: classad2.ClassAd) -> bool:
-    """request.symmetricMatch(slot), in one evaluation."""
-    try:
-        return _SYMMETRIC.eval(slot, request) is True
-    except Exception:
-        return False
-
-
-def _rank(value: object) -> float:
-    n = ads.as_number(value)
-    return n if n is not None else 0.0
+@dataclass
+class _Passive:
+    """Claimed slots of one shape that no request can preempt: only a rejection's reason."""
+    first: Candidate
+    users: set[str]
+    count: int = 1
 
 
 @dataclass
@@ -154,30 +86,47 @@ class Matchmaker:
     errors: dict[str, str] = field(default_factory=dict)    # slot -> a problem with its policy
     instance_attrs: frozenset[str] = INSTANCE_ATTRS
     refs: References = field(default_factory=References)
+    preemption: Preemption = field(default_factory=lambda: Preemption())
+    passive: list[_Passive] = field(default_factory=list)
     _pre: classad2.ExprTree | None = field(default=None, repr=False)
     _post: classad2.ExprTree | None = field(default=None, repr=False)
     _slow_requests: dict[tuple[str, str], bool] = field(default_factory=dict, repr=False)
     _cache: "SlotCache | None" = field(default=None, repr=False)
     _positions: Callable[[tuple[str, ...]], tuple[int, ...]] = field(default=lambda names: (), repr=False)
+    _match_positions: Callable[[tuple[str, ...]], tuple[int, ...]] = field(default=lambda names: (), repr=False)
     # Match.jobs_in_slot costs evaluations per match; only NEGOTIATOR_DEPTH_FIRST uses it.
     count_jobs_in_slot: bool = True
     # (pre/post, slot group) -> [job attributes the policy can reach (None: any), its value]
     _policy_cache: dict[tuple, list] = field(default_factory=dict, repr=False)
     _request_names: frozenset[str] = field(default=frozenset(), repr=False)
+    # Requests that agree on every attribute a slot or policy can look at are evaluated
+    # alike (HTCondor's autocluster signature, worked out by the negotiator too): their
+    # results are shared for the cycle, even from schedds that do not autocluster.
+    significant: frozenset[str] | None = None
+    _by_signature: dict[tuple, tuple[dict, dict, dict]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_ads(cls, slot_ads: list[classad2.ClassAd], policy: MatchPolicy, now: float,
                  texts: list[str] | None = None, cache: "SlotCache | None" = None,
-                 use_slot_weights: bool = True) -> "Matchmaker":
+                 use_slot_weights: bool = True, preemption: Preemption | None = None,
+                 remote_attrs: Callable[[str], dict[str, Any]] | None = None) -> "Matchmaker":
         """`texts` are the ads' texts; a `cache` kept across cycles spares re-analysing unchanged ads."""
         cache = cache if cache is not None else SlotCache()
         views = [cache.view(texts[i] if texts else repr(ad), ad) for i, ad in enumerate(slot_ads)]
-        return cls.from_views(views, policy, now, cache, use_slot_weights=use_slot_weights)
+        return cls.from_views(views, policy, now, cache, use_slot_weights=use_slot_weights, preemption=preemption,
+                              remote_attrs=remote_attrs)
 
     @classmethod
     def from_views(cls, views: Sequence[SlotView], policy: MatchPolicy, now: float, cache: SlotCache,
-                   use_slot_weights: bool = True) -> "Matchmaker":
-        mm = cls(policy, now, refs=cache.refs, use_slot_weights=use_slot_weights)
+                   use_slot_weights: bool = True, preemption: Preemption | None = None,
+                   remote_attrs: Callable[[str], dict[str, Any]] | None = None,
+                   significant: Sequence[str] | None = None) -> "Matchmaker":
+        """`preemption` None: claimed slots are not candidates (as NEGOTIATOR_CONSIDER_PREEMPTION =
+        False); `remote_attrs(user)`: RemoteUserPrio and friends for a claimed slot's ad;
+        `significant`: the cycle's significant attributes (requests are then told apart by them)."""
+        pre = preemption if preemption is not None else Preemption.disabled()
+        mm = cls(policy, now, refs=cache.refs, use_slot_weights=use_slot_weights, preemption=pre,
+                 significant=frozenset(a.lower() for a in significant) if significant is not None else None)
         mm._cache = cache
         mm._pre = ads.parse_expr(policy.pre_job_rank) if policy.pre_job_rank else None
         mm._post = ads.parse_expr(policy.post_job_rank) if policy.post_job_rank else None
@@ -187,37 +136,67 @@ class Matchmaker:
             if not isinstance(name, str):
                 mm._ignore("no Name")
                 continue
-            if v.get("State") != "Unclaimed":
-                mm._ignore("claimed")
+            state = v.get("State")
+            user = ""
+            if state == "Claimed":
+                owner = v.string("RemoteOwner")
+                if not isinstance(owner, str) or not owner or v.get("PartitionableSlot") is True \
+                        or not pre.candidate(v):
+                    mm._ignore("claimed")
+                    continue
+                user = owner
+            elif state != "Unclaimed":
+                mm._ignore(str(state).lower() if isinstance(state, str) else "no State")
                 continue
             claim_id = v.string("ClaimId") or v.string("Capability")
             if not isinstance(claim_id, str) or not claim_id:
                 mm._ignore("no claim id")
                 continue
-            named.append((name, v, claim_id))
+            named.append((name, v, claim_id, user))
         named.sort(key=lambda t: t[0])
         candidates = []
-        for i, (n, v, c) in enumerate(named):
-            cp, claims_left = _claim_policy(v)
-            candidates.append(Candidate(n, v, c, i, cp, claims_left if cp else 1, now))
+        attrs_of: dict[str, dict[str, Any]] = {}
+        for i, (n, v, c, user) in enumerate(named):
+            cp, claims_left = claim_policy(v) if not user else ((), 1)
+            extra = None
+            if user and remote_attrs is not None:
+                extra = attrs_of.get(user)
+                if extra is None:
+                    extra = attrs_of[user] = remote_attrs(user)
+            candidates.append(Candidate(n, v, c, i, cp, claims_left if cp else 1, now, user, extra))
         # Instance attributes some slot or policy expression looks at must count this cycle.
         referenced: set[str] = set()
-        for text in (policy.pre_job_rank, policy.post_job_rank):
+        for text in (policy.pre_job_rank, policy.post_job_rank, pre.cfg.requirements, pre.cfg.rank):
             if text:
                 referenced |= mm.refs.machine_side(text)
         for machine_refs in {c.view.machine_refs for c in candidates}:
             referenced |= machine_refs
         mm.instance_attrs = frozenset(INSTANCE_ATTRS - referenced)
         mm._positions = referenced_positions(mm.instance_attrs)
+        slot_refs: set[str] = set()
+        for machine_refs in {c.view.machine_refs for c in candidates}:
+            slot_refs |= machine_refs
+        mm._match_positions = referenced_positions(frozenset(INSTANCE_ATTRS - slot_refs))
         by_key: dict[tuple, Group] = {}
+        passive: dict[tuple, _Passive] = {}
         for c in candidates:
-            key = c.group_key = c.view.key(mm._positions)
+            key = c.view.key(mm._positions)
+            if c.claimed and not (pre.prio_possible or pre.rank_possible(c.view)):
+                p = passive.get(key)
+                if p is None:
+                    passive[key] = _Passive(c, {c.remote_user})
+                else:
+                    p.users.add(c.remote_user)
+                    p.count += 1
+                continue
+            key = c.group_key = key + (("claimed", c.remote_user),) if c.claimed else key
             g = by_key.get(key)
             if g is None:
                 by_key[key] = Group([c])
             else:
                 g.members.append(c)
         mm.groups = sorted(by_key.values(), key=lambda g: g.first.order)
+        mm.passive = sorted(passive.values(), key=lambda p: p.first.order)
         cache.trim(views)
         return mm
 
@@ -226,11 +205,17 @@ class Matchmaker:
 
     @property
     def available(self) -> int:
-        return sum(len(g.members) for g in self.groups)
+        """Slots in play: HTCondor's startdAds after trimming (claimed ones included when
+        preemption is considered)."""
+        return sum(len(g.members) for g in self.groups) + sum(p.count for p in self.passive)
+
+    @property
+    def unclaimed(self) -> int:
+        return sum(len(g.members) for g in self.groups if not g.first.claimed)
 
     @property
     def candidates(self) -> list[Candidate]:
-        """Every slot still in play, in name order."""
+        """Every slot still in play that could be matched, in name order."""
         return sorted((c for g in self.groups for c in g.members), key=lambda c: c.order)
 
     def _request_is_slow(self, request: classad2.ClassAd) -> bool:
@@ -258,7 +243,7 @@ class Matchmaker:
             return 1.0
         if not c.consumption and c.weight is not None:
             return c.weight   # a slot without a consumption policy does not change within the cycle
-        w = ads.as_number(ads.evaluate(c.ad.lookup("SlotWeight"), c.ad)) if "SlotWeight" in c.ad else None
+        w = ads.as_float(ads.evaluate(c.ad.lookup("SlotWeight"), c.ad)) if "SlotWeight" in c.ad else None
         if w is None or w < 0:
             self.errors.setdefault(c.name, "SlotWeight is undefined or not a number; using Cpus")
             cpus = ads.as_number(ads.get(c.ad, "Cpus"))
@@ -267,52 +252,23 @@ class Matchmaker:
             c.weight = w
         return w
 
-    def _consumed(self, request: classad2.ClassAd, c: Candidate) -> dict[str, int] | None:
-        """Consumption<Res> for this request, or None if a policy does not evaluate to a number."""
-        out: dict[str, int] = {}
-        for r in c.consumption:
-            v = ads.as_number(ads.evaluate(c.ad.lookup(f"Consumption{r}"), c.ad, request))
-            if v is None:
-                self.errors.setdefault(c.name, f"Consumption{r} = {ads.one_line(str(c.ad.lookup(f'Consumption{r}')))}"
-                                               " does not evaluate to a number")
-                return None
-            out[r] = int(-(-v // 1))
-        return out
-
     def _cp_match(self, request: classad2.ClassAd, c: Candidate) -> tuple[dict[str, int], float] | None:
-        """HTCondor's consumption-policy test: the request's Request<Res> become the
-        consumption while both Requirements are evaluated; the cost is W(S) - W(S')."""
-        consumed = self._consumed(request, c)
-        if consumed is None:
+        """A consumption policy's match and its cost, W(S) - W(S') (cp_deduct_assets)."""
+        amounts = cp_fits(request, c, self.errors)
+        if amounts is None:
             return None
-        if any(amount > (ads.as_number(ads.get(c.ad, r)) or 0) for r, amount in consumed.items()):
-            return None
-        saved = {}
-        for r, amount in consumed.items():
-            attr = f"Request{r}"
-            saved[attr] = request.lookup(attr) if attr in request else None
-            request[attr] = amount
-        try:
-            if not request.symmetricMatch(c.ad):
-                return None
-        finally:
-            for attr, tree in saved.items():
-                if tree is None:
-                    del request[attr]
-                else:
-                    request[attr] = tree
         if not self.use_slot_weights:
-            return consumed, 1.0  # weights off: every match is one (dynamic) slot
+            return amounts, 1.0  # weights off: every match is one (dynamic) slot
         before = self.slot_weight(c)
-        original = {r: c.ad.lookup(r) for r in consumed}
-        for r, amount in consumed.items():
+        original = {r: c.ad.lookup(r) for r in amounts}
+        for r, amount in amounts.items():
             c.ad[r] = (ads.as_number(ads.get(c.ad, r)) or 0) - amount
         after = self.slot_weight(c)
         for r, tree in original.items():
             c.ad[r] = tree
-        return consumed, before - after
+        return amounts, before - after
 
-    def _score(self, request: classad2.ClassAd, job_rank, c: Candidate):
+    def _score(self, request: classad2.ClassAd, rank_of_job, c: Candidate):
         """(ranks, cost, consumed) if the slot matches the request, else None."""
         self.evaluations += 1
         consumed: dict[str, int] = {}
@@ -326,8 +282,8 @@ class Matchmaker:
                 return None
             cost = self.slot_weight(c)
         pre = self._policy_rank(0, c, request) if self._pre is not None else 0.0
-        rank = _rank(ads.evaluate(job_rank, request, c.ad)) if isinstance(job_rank, classad2.ExprTree) else \
-            job_rank
+        rank = rank_value(ads.evaluate(rank_of_job, request, c.ad)) if isinstance(rank_of_job, classad2.ExprTree) \
+            else rank_of_job
         post = self._policy_rank(1, c, request) if self._post is not None else 0.0
         return (pre, rank, post), cost, consumed
 
@@ -342,17 +298,17 @@ class Matchmaker:
         """
         tree = self._pre if which == 0 else self._post
         if c.consumption:
-            return _rank(ads.evaluate(tree, c.ad, request))
+            return rank_value(ads.evaluate(tree, c.ad, request))
         key = (which, c.group_key)
         entry = self._policy_cache.get(key)
         if entry is None:
             text = self.policy.pre_job_rank if which == 0 else self.policy.post_job_rank
-            entry = self._policy_cache[key] = [_target_names(self.refs, text, c.view), None]
+            entry = self._policy_cache[key] = [target_names(self.refs, text, c.view), None]
         needed, value = entry
         if needed is None or not needed.isdisjoint(self._request_names):
-            return _rank(ads.evaluate(tree, c.ad, request))
+            return rank_value(ads.evaluate(tree, c.ad, request))
         if value is None:
-            value = entry[1] = _rank(ads.evaluate(tree, c.ad, request))
+            value = entry[1] = rank_value(ads.evaluate(tree, c.ad, request))
         return value
 
     def _begin_request(self, request: classad2.ClassAd) -> None:
@@ -361,79 +317,190 @@ class Matchmaker:
             self._request_names = frozenset(k.lower() for k in request.keys())
 
     # ---- matching ----------------------------------------------------------------------
-    def match(self, request: classad2.ClassAd, used: float = 0.0, allowed: float = float("inf")) -> Match | Rejection:
+    def match(self, request: classad2.ClassAd, used: float = 0.0, allowed: float = float("inf"), *,
+              limits: SpinLimits | None = None, submitter: str = "",
+              only_startd_rank: bool = False) -> Match | Rejection:
         """The best slot for one request; `used`/`allowed` are the submitter's limit this spin."""
-        found, rejection = self.match_many(request, 1, used, allowed)
+        found, rejection = self.match_many(request, 1, used, allowed, limits=limits, submitter=submitter,
+                                           only_startd_rank=only_startd_rank)
         return found[0] if found else (rejection or Rejection(NO_MATCH))
 
     def match_many(self, request: classad2.ClassAd, count: int, used: float = 0.0,
-                   allowed: float = float("inf")) -> tuple[list[Match], Rejection | None]:
+                   allowed: float = float("inf"), *, limits: SpinLimits | None = None, submitter: str = "",
+                   only_startd_rank: bool = False) -> tuple[list[Match], Rejection | None]:
         """Up to `count` matches for one request, the same slots `count` calls of match() pick.
+
+        `limits` (or `used`/`allowed` for both of its limits) is charged for each match.
+        `only_startd_rank`: the submitter is over its limit on the first spin, so only a
+        slot whose RANK strictly prefers the request may be taken (by preemption).
 
         One evaluation of the groups serves many matches: members of the best group are
         taken in name order for as long as they still beat the best other group (equal
         members rank alike; only their order differs). Slots with a consumption policy
         change with each match, so they are taken one at a time.
         """
-        from daemons.negotiator.fairshare import permits
-
+        lim = limits if limits is not None else SpinLimits(allowed, allowed, used, used)
         out: list[Match] = []
         self._begin_request(request)
-        job_rank = _job_rank(request)
+        rank_of_job = job_rank(request)
         slow = self._request_is_slow(request)
+        pre = self.preemption
         # Members of a group score alike, and taking slots changes no one's score: each
         # group is evaluated once per call (a consumption policy's slot changes: each time).
-        scores: dict[tuple, tuple | None] = {}
+        verdicts: dict[tuple, Any] = {}
+        sig = self._signature(request) if not slow else None
+        shared = self._by_signature.get(sig) if sig is not None else None
+        if shared is None:
+            shared = ({}, {}, {})
+            if sig is not None:
+                self._by_signature[sig] = shared
+        scores: dict[tuple, Any] = shared[0]
+        rank_prefers: dict[tuple, bool] = shared[1]   # by match key: the slot's RANK strictly prefers this request
+        matched: dict[tuple, bool] = shared[2]        # by match key: both Requirements hold
         while len(out) < count:
             self.considered += 1
-            best = second = None   # (key, group, candidate, cost, consumed)
-            limited = 0
+            best = second = None   # (key, group, candidate, cost, consumed, state)
+            limited = policy_refused = False
+            deferred: list[Group] = []
             for g in self.groups:
+                claimed = g.first.claimed
+                if only_startd_rank and not claimed:
+                    continue   # matchmakingAlgorithm: unclaimed slots are ignored in this mode
+                if claimed and not slow:
+                    # Most claimed slots cannot be preempted by this request: the slot does not
+                    # prefer it and priority preemption is off (PREEMPTION_REQUIREMENTS = False,
+                    # HTCondor's default). They only matter for a rejection's reason.
+                    c0 = g.first
+                    mk = self._match_key(c0)
+                    prefers = rank_prefers.get(mk)
+                    if prefers is None:
+                        prefers = rank_prefers[mk] = pre.rank_prefers(c0, request)
+                    if not prefers:
+                        if only_startd_rank:
+                            continue
+                        if c0.remote_user == submitter:
+                            continue   # the submitter's own slot, and the slot does not prefer this job
+                        if not pre.prio_possible:
+                            deferred.append(g)
+                            continue
                 for c in (g.members if slow else g.members[:1]):
                     if slow or c.consumption:
-                        scored = self._score(request, job_rank, c)
+                        scored = self._score(request, rank_of_job, c)
                     else:
                         scored = scores.get(c.group_key, _UNSCORED)
                         if scored is _UNSCORED:
-                            scored = scores[c.group_key] = self._score(request, job_rank, c)
+                            scored = scores[c.group_key] = self._score(request, rank_of_job, c)
                     if scored is None:
                         continue
                     ranks, cost, consumed = scored
-                    if not permits(used, cost, allowed):
-                        limited += 1
+                    state = NO_PREEMPTION
+                    prank = -3.4e38
+                    if claimed:
+                        vkey = (c.group_key, c.order if slow else 0)
+                        verdict = verdicts.get(vkey)
+                        if verdict is None:
+                            v = pre.verdict(c, request, submitter, only_startd_rank)
+                            verdict = verdicts[vkey] = (v, pre.preempt_rank(c, request, v.state)
+                                                        if v.state >= 0 else 0.0)
+                        v, prank = verdict
+                        policy_refused |= v.policy_refused
+                        if v.state < 0:
+                            continue
+                        state = v.state
+                    if not lim.permits(state, cost):
+                        limited = True
                         continue
-                    entry = (ranks + (-c.order,), g, c, cost, consumed)
+                    entry = (ranks + (state, prank, -c.order), g, c, cost, consumed, state)
                     if best is None or entry[0] > best[0]:
                         second, best = best, entry
                     elif second is None or entry[0] > second[0]:
                         second = entry
             if best is None:
-                return out, Rejection(SUBMITTER_LIMIT if limited else NO_MATCH)
-            key, group, c, cost, consumed = best
+                if not policy_refused and not only_startd_rank:
+                    policy_refused = self._refused_by_policy(request, submitter, deferred, matched)
+                reason = PREEMPTION_REQUIREMENTS_FALSE if policy_refused else SUBMITTER_LIMIT if limited \
+                    else NO_MATCH
+                return out, Rejection(reason, limited)
+            key, group, c, cost, consumed, state = best
             ranks = key[:3]
             takers = [c] if (c.consumption or slow) else list(group.members)
             for m in takers:
-                if len(out) >= count or not permits(used, cost, allowed):
+                if len(out) >= count or not lim.permits(state, cost):
                     break
-                if m is not c and second is not None and (ranks + (-m.order,)) <= second[0]:
+                if m is not c and second is not None and (key[:5] + (-m.order,)) <= second[0]:
                     break  # another group's slot comes first now: evaluate again
-                out.append(self._emit(request, group, m, ranks, cost, consumed))
-                used += cost
+                out.append(self._emit(request, group, m, ranks, cost, consumed, state))
+                lim.charge(state, cost)
                 if m is not c:
                     self.considered += 1
             if len(out) < count and not self.groups:
                 return out, Rejection(NO_MATCH)
         return out, None
 
+    def _signature(self, request: classad2.ClassAd) -> tuple | None:
+        """What a slot or a policy can see of a request: the texts of its significant
+        attributes, of its Requirements, Rank and ConcurrencyLimits, of what the negotiator
+        added (Submitter*), and of every attribute of its own these refer to."""
+        if self.significant is None:
+            return None
+        present = {k.lower(): k for k in request.keys()}
+        wanted = [n for n in present if n in self.significant or n in _ALWAYS_SIGNIFICANT or n.startswith(
+            ("submitter", "submittor"))]
+        seen: dict[str, str] = {}
+        while wanted:
+            n = wanted.pop()
+            if n in seen:
+                continue
+            text = str(request.lookup(present[n]))
+            seen[n] = text
+            for q, name in self.refs.of(text):
+                low = name.lower()
+                if q != "target" and low in present and low not in seen:
+                    wanted.append(low)
+        seen.pop("currenttime", None)
+        return tuple(sorted(seen.items()))
+
+    def _match_key(self, c: Candidate) -> tuple:
+        """Slots with equal match keys match (and rank) a request alike: their shape and the
+        instance attributes the slots' own expressions look at; the user holding them, and
+        what only the negotiator's policies look at, left out."""
+        key = c.match_key
+        if key is None:
+            key = c.match_key = c.view.key(self._match_positions)
+        return key
+
+    def _refused_by_policy(self, request: classad2.ClassAd, submitter: str, deferred: list[Group],
+                           matched: dict[tuple, bool]) -> bool:
+        """Would a claimed slot of another user have matched, had PREEMPTION_REQUIREMENTS
+        allowed it? Then the rejection says so ("PREEMPTION_REQUIREMENTS == False")."""
+        if not self.preemption.cfg.consider:
+            return False
+        for first in [g.first for g in deferred] + [p.first for p in self.passive if p.users != {submitter}]:
+            key = self._match_key(first)
+            ok = matched.get(key)
+            if ok is None:
+                self.evaluations += 1
+                ok = matched[key] = symmetric_match(request, first.ad)
+            if ok:
+                return True
+        return False
+
     def _emit(self, request: classad2.ClassAd, group: Group, c: Candidate, ranks: tuple, cost: float,
-              consumed: dict[str, int]) -> Match:
+              consumed: dict[str, int], state: int) -> Match:
         jobs_in_slot = self._jobs_in_slot(request, c) if self.count_jobs_in_slot else 1
         # The slot as matched: a consumption policy's copy before this match's deduction.
         text = repr(c.ad) if c.consumption else c.text
+        preempting, prio, old, new, limits = "", 0.0, 0.0, 0.0, ""
+        if c.claimed:
+            preempting = c.remote_user
+            prio = float(c.remote_attrs.get("RemoteUserPrio", 0.0))
+            old, new = self.preemption.ranks_of(c, request)
+            lim = c.view.get("ConcurrencyLimits")
+            limits = lim if isinstance(lim, str) else ""
         self._take(group, c, consumed)
         addr = c.view.string("StartdIpAddr")
         return Match(c.name, c.claim_id, text, ranks, addr if isinstance(addr, str) else "<0.0.0.0:0>", cost,
-                     tuple(sorted(consumed.items())), jobs_in_slot)
+                     tuple(sorted(consumed.items())), jobs_in_slot, preempting, state, prio, old, new, limits)
 
     def _jobs_in_slot(self, request: classad2.ClassAd, c: Candidate) -> int:
         """How many jobs like this one the slot could hold (matchmaker.cpp jobsInSlot)."""
@@ -475,57 +542,4 @@ class Matchmaker:
 
 
 _UNSCORED = object()
-_SCOPES = frozenset(("target", "my", "other", "parent"))
-
-
-def _target_names(refs: References, text: str, view: SlotView) -> frozenset[str] | None:
-    """The job attributes an expression evaluated with the slot as MY can reach, following
-    the slot's own attributes it refers to (a bare name the slot lacks is the job's);
-    None if it looks at a scope as such."""
-    slot = dict(view.shape.items)
-    slot.update((n.lower(), v) for n, v in zip(view.names, view.values))
-    slot.setdefault("currenttime", "0")
-    needed: set[str] = set()
-    seen: set[str] = set()
-    stack = [text]
-    while stack:
-        for qualifier, name in refs.of(stack.pop()):
-            low = name.lower()
-            if low in _SCOPES:
-                return None
-            if qualifier == "target":
-                needed.add(low)
-            elif low in slot:
-                if low not in seen:
-                    seen.add(low)
-                    stack.append(slot[low])
-            elif qualifier is None:
-                needed.add(low)
-    return frozenset(needed)
-
-
-def _job_rank(request: classad2.ClassAd) -> classad2.ExprTree | float:
-    """The job's Rank: an expression to evaluate per slot, or its value if it is a literal."""
-    try:
-        value = request["Rank"]
-    except KeyError:
-        return 0.0
-    if isinstance(value, classad2.ExprTree):
-        return request.lookup("Rank")
-    return _rank(value)
-
-
-def _claim_policy(v: SlotView) -> tuple[tuple[str, ...], int]:
-    """(consumption-policy resources, NumClaims) of a slot: once per shape unless the ad's
-    expressions look at its instance attributes."""
-    memo = v.shape.memo
-    if not v.depends_on_instance() and "claim_policy" in memo:
-        return memo["claim_policy"]
-    a = v.ad
-    cp = consumption_resources(a)
-    claims = ads.get(a, "NumClaims")
-    claims_left = int(claims) if isinstance(claims, int) and claims > 0 else (
-        max(1, int(ads.get(a, "Cpus") or 1)) if cp else 1)
-    if not v.depends_on_instance():
-        memo["claim_policy"] = (cp, claims_left)
-    return cp, claims_left
+_ALWAYS_SIGNIFICANT = frozenset(("requirements", "rank", "concurrencylimits")) | REMOVED

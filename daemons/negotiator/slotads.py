@@ -35,6 +35,10 @@ INSTANCE_ATTR_NAMES = (
     "LastHeardFrom", "DaemonStartTime", "EnteredCurrentState", "EnteredCurrentActivity",
     "UpdateSequenceNumber", "KeyboardIdle", "CurrentTime", "MyCurrentTime", "NumDynamicSlots", "ChildCpus",
     "UidDomain", "FileSystemDomain", "StartdName",
+    # The claim and its job: claimed slots of one kind differ in these.
+    "JobId", "GlobalJobId", "JobStart", "TotalJobRunTime", "TotalClaimRunTime", "RetirementTimeRemaining",
+    "RemoteOwner", "RemoteUser", "RemoteScheddName", "ClientMachine", "AccountingGroup", "ConcurrencyLimits",
+    "PreemptingUser", "PreemptingRank", "PreemptingAccountingGroup",
 )
 INSTANCE_ATTRS = frozenset(a.lower() for a in INSTANCE_ATTR_NAMES)
 # `CurrentTime` is the negotiator's own (it sets it before evaluating): never part of a key.

@@ -40,18 +40,25 @@ class ClaimsMixin:
     def _startd(self, address: str) -> startd_pb2_grpc.StartdStub:
         return startd_pb2_grpc.StartdStub(self.channels.get(address))
 
+    def _recycling_limits(self, limits: str) -> str | None:
+        """The ConcurrencyLimits a job must have to start on a claim without the negotiator
+        (CLAIM_RECYCLING_CONSIDER_LIMITS), or None if they are not considered."""
+        return limits if self.cfg.claim_recycling_consider_limits else None
+
     async def _claim_and_run(self, job: Job, claim_id: str, slot_ad_text: str, submitter: str,
-                             consumed: dict[str, int] | None = None) -> None:
+                             consumed: dict[str, int] | None = None, limits: str = "") -> None:
         """Claim a matched slot and start the job; with MAX_PENDING_STARTD_CONTACTS, at most
-        that many at a time (the others wait their turn without costing anything)."""
+        that many at a time (the others wait their turn without costing anything). `limits`:
+        the concurrency limits the negotiator counted this match against ("" for leftovers,
+        which the negotiator never saw)."""
         if self._contacts is None:
-            await self._claim_and_run_now(job, claim_id, slot_ad_text, submitter, consumed)
+            await self._claim_and_run_now(job, claim_id, slot_ad_text, submitter, consumed, limits)
             return
         async with self._contacts:
-            await self._claim_and_run_now(job, claim_id, slot_ad_text, submitter, consumed)
+            await self._claim_and_run_now(job, claim_id, slot_ad_text, submitter, consumed, limits)
 
     async def _claim_and_run_now(self, job: Job, claim_id: str, slot_ad_text: str, submitter: str,
-                                 consumed: dict[str, int] | None = None) -> None:
+                                 consumed: dict[str, int] | None = None, limits: str = "") -> None:
         try:
             slot_ad = ads.parse_ad(slot_ad_text, "matched slot ad")
         except ads.AdError as e:
@@ -75,9 +82,18 @@ class ClaimsMixin:
             self.log.info("claim on %s for job %s refused: %s", slot_name, job.id, reply.reason)
             return
         now = self.clock.now()
+        if reply.pending:
+            # A preempting claim: the job waits (reserved) until the startd has vacated the slot.
+            claim = ScheddClaim(reply.claim_id, slot_name, addr, submitter, now, None, job.key, now, pending=True,
+                                limits=limits)
+            self.claims[claim.id] = claim
+            self.counters["claims"] += 1
+            self.log.info("Claim on %s for job %s accepted; waiting while the startd preempts its current claim",
+                          slot_name, job.id)
+            return
         claimed_ad = ads.parse_ad(reply.slot_ad.text, "claimed slot ad")
         claim = ScheddClaim(reply.claim_id, str(ads.get(claimed_ad, "Name", slot_name)), addr, submitter, now,
-                            claimed_ad, None, now)
+                            claimed_ad, None, now, limits=limits)
         self.claims[claim.id] = claim
         self.counters["claims"] += 1
         self.log.info("Claimed %s for job %s (%s)", claim.slot_name, job.id, submitter)
@@ -89,7 +105,10 @@ class ClaimsMixin:
     async def _claim_leftover(self, leftover_text: str, claim_id: str, submitter: str) -> None:
         """CLAIM_PARTITIONABLE_LEFTOVERS: claim what is left of the p-slot for another job at once."""
         slot_ad = ads.parse_ad(leftover_text, "leftover slot ad")
-        job = scheduling.pick_job_for_slot(scheduling.idle_jobs(self.queue, submitter), slot_ad, self.clock.now())
+        # schedd.cpp drops MatchedConcurrencyLimits from the leftover ad: the negotiator
+        # counted only the first match, so only a job without limits may take the rest.
+        job = scheduling.pick_job_for_slot(scheduling.idle_jobs(self.queue, submitter), slot_ad, self.clock.now(),
+                                           self._recycling_limits(""))
         if job is None:
             return
         job.reserved = True
@@ -108,7 +127,7 @@ class ClaimsMixin:
             # serves another idle job of the submitter that fits, or goes back.
             job.reserved = False
             other = (scheduling.pick_job_for_slot(scheduling.idle_jobs(self.queue, claim.submitter),
-                                                  claim.slot_ad, self.clock.now())
+                                                  claim.slot_ad, self.clock.now(), self._recycling_limits(claim.limits))
                      if claim.slot_ad is not None else None)
             self.log.info("job %s is no longer idle (status %d) now that %s is claimed for it; %s", job.id,
                           job.status, claim.slot_name, f"job {other.id} takes the claim" if other else
@@ -175,27 +194,60 @@ class ClaimsMixin:
         if scheduling.claim_reusable(claim, now, self.cfg.claim_worklife_s):
             assert claim.slot_ad is not None
             job = scheduling.pick_job_for_slot(scheduling.idle_jobs(self.queue, claim.submitter),
-                                               claim.slot_ad, now)
+                                               claim.slot_ad, now, self._recycling_limits(claim.limits))
             if job is not None:
                 job.reserved = True
                 self.counters["claim_reuses"] += 1
                 self.log.info("Reusing claim on %s for job %s", claim.slot_name, job.id)
                 await self._activate(claim, job)
                 return
-            reason = "no idle job matches the slot"
+            reason = "no idle job matches the slot" + (
+                f" with ConcurrencyLimits {claim.limits!r}" if self.cfg.claim_recycling_consider_limits else "")
         elif claim.slot_ad is None:
             reason = "claim reconnected after a restart"
         else:
             reason = f"CLAIM_WORKLIFE ({self.cfg.claim_worklife_s:.0f} s) reached"
         await self._release_claim(claim, reason)
 
+    async def _claim_ready(self, claim: ScheddClaim, slot_ad_text: str) -> None:
+        """A preempting claim now holds its slot: start the job that waited for it."""
+        try:
+            claim.slot_ad = ads.parse_ad(slot_ad_text, "claimed slot ad")
+        except ads.AdError as e:
+            self.log.warning("claim on %s is ready but carries a bad slot ad: %s", claim.slot_name, e)
+            claim.slot_ad = None
+        claim.pending = False
+        claim.created = self.clock.now()
+        key, claim.job = claim.job, None
+        job = self.queue.jobs.get(key) if key is not None else None
+        self.log.info("Claimed %s for job %s (%s) after preemption", claim.slot_name, job.id if job else "?",
+                      claim.submitter)
+        if job is None or claim.slot_ad is None:
+            if job is not None:
+                job.reserved = False
+            await self._release_claim(claim, "the job that waited for the slot is gone")
+            return
+        await self._activate(claim, job)
+
     async def on_claim_events(self, events: Iterable[schedd_pb2.ClaimEvent]) -> int:
         accepted = 0
         finished: list[Job] = []
         freed: list[ScheddClaim] = []
         for ev in events:
-            job = self.queue.get(ev.job_id)
             claim = self.claims.get(ev.claim_id)
+            if claim is not None and claim.pending:
+                # News of a preempting claim: the slot is ours now, or it will never be.
+                if ev.kind == schedd_pb2.CLAIM_READY:
+                    accepted += 1
+                    self.spawn(self._claim_ready(claim, ev.slot_ad.text), f"schedd:ready:{claim.slot_name}")
+                else:
+                    self.claims.pop(claim.id, None)
+                    waiting = self.queue.jobs.get(claim.job) if claim.job is not None else None
+                    if waiting is not None:
+                        waiting.reserved = False
+                    self.log.info("Claim on %s will not be ours: %s", claim.slot_name, ev.reason or "lost")
+                continue
+            job = self.queue.get(ev.job_id)
             if job is None or job.status != RUNNING or job.attrs.get("ClaimId") != _quote(ev.claim_id):
                 # A duplicate, or news of a claim this schedd has already given up.
                 if claim is not None and ev.kind != schedd_pb2.JOB_EXITED:
@@ -293,6 +345,10 @@ class ClaimsMixin:
     async def _claim_lost(self, claim: ScheddClaim, reason: str) -> None:
         self.claims.pop(claim.id, None)
         job = self.queue.jobs.get(claim.job) if claim.job else None
+        if claim.pending:
+            if job is not None:
+                job.reserved = False   # it waited for a preempting claim that will not come
+            return
         if job is None or job.status != RUNNING:
             return
         t = int(self.clock.now())

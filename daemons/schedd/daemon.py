@@ -54,6 +54,7 @@ class ScheddConfig:
     autocluster: AutoclusterConfig = field(default_factory=AutoclusterConfig)
     min_interval_s: float = 5.0               # SCHEDD_MIN_INTERVAL
     max_pending_startd_contacts: int = 0      # MAX_PENDING_STARTD_CONTACTS (0: no limit)
+    claim_recycling_consider_limits: bool = True   # CLAIM_RECYCLING_CONSIDER_LIMITS
 
     @property
     def claim_lease_s(self) -> float:
@@ -75,6 +76,7 @@ class ScheddConfig:
             autocluster=read_autocluster_config(p),
             min_interval_s=float(p.int("SCHEDD_MIN_INTERVAL", 5, minimum=0) or 0),
             max_pending_startd_contacts=p.int("MAX_PENDING_STARTD_CONTACTS", 0, minimum=0) or 0,
+            claim_recycling_consider_limits=bool(p.bool("CLAIM_RECYCLING_CONSIDER_LIMITS", True)),
         )
 
 

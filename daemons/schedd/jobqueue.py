@@ -65,7 +65,7 @@ class Job:
     def int_attr(self, name: str, default: int = 0) -> int:
         try:
             return int(float(self.attrs.get(name, default)))
-        except ValueError:
+        except (ValueError, OverflowError):   # not a number, or too big for one (a 400-digit priority)
             return default
 
     def view(self) -> dict[str, str]:

@@ -75,6 +75,8 @@ class NegotiationMixin:
         req = session.by_id.get(request_id)
         session.matches += 1
         job = req.next_job() if req is not None else None
+        # The negotiator counted this match against the request's concurrency limits.
+        limits = scheduling.concurrency_limits(req.job.classad()) if req is not None else ""
         if req is not None:
             self.ac_rejections.pop(req.autocluster, None)
         if job is None:
@@ -85,14 +87,14 @@ class NegotiationMixin:
             except ads.AdError:
                 return
             job = scheduling.pick_job_for_slot(scheduling.idle_jobs(self.queue, session.submitter), slot_ad,
-                                               self.clock.now())
+                                               self.clock.now(), self._recycling_limits(limits))
             if job is None:
                 self.log.info("match for request %s arrived, but no idle job of %s fits %s now; not used",
                               request_id, session.submitter, ads.get(slot_ad, "Name"))
                 return
         job.reserved = True
         self.counters["matches"] += 1
-        self.spawn(self._claim_and_run(job, claim_id, slot_ad_text, session.submitter, consumed or None),
+        self.spawn(self._claim_and_run(job, claim_id, slot_ad_text, session.submitter, consumed or None, limits),
                    f"schedd:claim:{job.id}")
 
     def on_reject(self, session: NegotiationSession, request_id: str, reason: str) -> None:

@@ -6,6 +6,7 @@ from typing import Callable
 
 import classad2
 
+from daemons.core import ads
 from daemons.schedd.jobqueue import Job, JobQueue
 from daemons.schedd.submit import IDLE
 
@@ -21,6 +22,10 @@ class ScheddClaim:
     slot_ad: classad2.ClassAd | None   # None after a restart: the claim is then not reused
     job: tuple[int, int] | None = None
     last_alive_ok: float = 0.0
+    # A preempting claim: the startd gives the slot once the current claim has retired
+    # and been vacated (a CLAIM_READY event); `job` is then the job waiting for it.
+    pending: bool = False
+    limits: str = ""                   # ConcurrencyLimits of the job the negotiator matched (claim recycling)
 
 
 @dataclass
@@ -73,15 +78,46 @@ def with_time(ad: classad2.ClassAd, now: float) -> classad2.ClassAd:
     return ad
 
 
-def pick_job_for_slot(candidates: list[Job], slot_ad: classad2.ClassAd, now: float) -> Job | None:
-    """The first job, in priority order, that matches the slot both ways."""
+def concurrency_limits(ad: classad2.ClassAd, slot_ad: classad2.ClassAd | None = None) -> str:
+    """A job's ConcurrencyLimits as one lower-case string ("" if it has none)."""
+    if "ConcurrencyLimits" not in ad:
+        return ""
+    try:
+        v = ad.lookup("ConcurrencyLimits").eval(ad, slot_ad) if slot_ad is not None else ad.eval("ConcurrencyLimits")
+    except Exception:
+        return ""
+    return v.lower() if isinstance(v, str) else ""
+
+
+def pick_job_for_slot(candidates: list[Job], slot_ad: classad2.ClassAd, now: float,
+                      limits: str | None = None) -> Job | None:
+    """The first job, in priority order, that may start on a claim the schedd holds
+    without the negotiator (qmgmt.cpp FindRunnableJob): it matches the slot both ways,
+    the slot ranks it at least as well as the job the claim was made for (CurrentRank),
+    and, with `limits` given (CLAIM_RECYCLING_CONSIDER_LIMITS), its ConcurrencyLimits are
+    the claim's: the negotiator counted the claim against those limits and no others.
+    Jobs of an autocluster that failed one of these are not tried again."""
     with_time(slot_ad, now)
+    current_rank = ads.as_float(ads.get(slot_ad, "CurrentRank"))
+    rank_tree = slot_ad.lookup("Rank") if current_rank is not None and "Rank" in slot_ad else None
+    refused: set[object] = set()
     for job in candidates:
         if job.reserved or job.status != IDLE:
             continue
+        ac = job.ac_id
+        if ac is not None and ac in refused:
+            continue
         ad = with_time(job.classad(), now)
-        if ad.symmetricMatch(slot_ad):
+        ok = ad.symmetricMatch(slot_ad)
+        if ok and rank_tree is not None:
+            r = ads.as_float(ads.evaluate(rank_tree, slot_ad, ad))
+            ok = r is None or r >= current_rank
+        if ok and limits is not None:
+            ok = concurrency_limits(ad, slot_ad) == limits.lower()
+        if ok:
             return job
+        if ac is not None:
+            refused.add(ac)
     return None
 
 

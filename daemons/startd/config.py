@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Iterable, Mapping
 
-from daemons.core.config import ConfigError, Param
+from daemons.core.config import ConfigError, Param, parse_expr
 
 MAX_SLOT_TYPES = 10
 STANDARD = ("Cpus", "Memory", "Disk")
@@ -83,6 +83,35 @@ def default_consumption(resource: str) -> str:
 
 
 @dataclass(frozen=True)
+class SlotPolicy:
+    """The policy expressions of one slot type (Resource.cpp publish_slot_config_overrides:
+    each may be set per slot type as SLOT_TYPE_<N>_<KNOB>, else the machine-wide knob)."""
+    start: str = "True"                       # START
+    rank: str = "0"                           # RANK
+    slot_weight: str = "Cpus"                 # SLOT_WEIGHT (or a SlotWeight macro)
+    is_owner: str = "False"                   # IS_OWNER: true puts an unclaimed slot in the Owner state
+    preempt: str = "False"                    # PREEMPT: true preempts the running job (after retirement)
+    want_vacate: str = "True"                 # WANT_VACATE: vacate (MachineMaxVacateTime) rather than kill
+    kill: str = "False"                       # KILL: true ends a vacate at once
+    max_job_retirement_time: str = "0"        # MAXJOBRETIREMENTTIME (an expression; job is TARGET)
+    machine_max_vacate_time: str = "10 * 60"  # MachineMaxVacateTime
+    within_resource_limits: str = ""          # WithinResourceLimits override; "" = HTCondor's
+    modify_request_exprs: tuple[tuple[str, str], ...] = (
+        ("RequestCpus", "quantize(RequestCpus,{1})"),
+        ("RequestMemory", "quantize(RequestMemory,{128})"),
+        ("RequestDisk", "quantize(RequestDisk,{1024})"),
+    )
+
+
+# SlotPolicy field -> its knob (HTCondor's spelling).
+POLICY_KNOBS = {
+    "start": "START", "rank": "RANK", "slot_weight": "SLOT_WEIGHT", "is_owner": "IS_OWNER", "preempt": "PREEMPT",
+    "want_vacate": "WANT_VACATE", "kill": "KILL", "max_job_retirement_time": "MAXJOBRETIREMENTTIME",
+    "machine_max_vacate_time": "MachineMaxVacateTime", "within_resource_limits": "WithinResourceLimits",
+}
+
+
+@dataclass(frozen=True)
 class SlotTypeSpec:
     type_id: int
     count: int
@@ -93,6 +122,7 @@ class SlotTypeSpec:
     consumption_policy: bool = False
     consumption: tuple[tuple[str, str], ...] = ()
     num_claims: int = 1
+    policy: SlotPolicy | None = None          # None: the machine-wide policy (StartdConfig)
 
 
 @dataclass(frozen=True)
@@ -104,22 +134,27 @@ class StartdConfig:
     slot_weight: str = "Cpus"                 # SLOT_WEIGHT
     within_resource_limits: str = ""          # WithinResourceLimits override; "" = HTCondor's
     startd_attrs: tuple[tuple[str, str], ...] = ()  # STARTD_ATTRS / STARTD_EXPRS: name, expr
-    modify_request_exprs: tuple[tuple[str, str], ...] = (
-        ("RequestCpus", "quantize(RequestCpus,{1})"),
-        ("RequestMemory", "quantize(RequestMemory,{128})"),
-        ("RequestDisk", "quantize(RequestDisk,{1024})"),
-    )
+    modify_request_exprs: tuple[tuple[str, str], ...] = SlotPolicy.modify_request_exprs
     claim_partitionable_leftovers: bool = True
     alive_interval_s: float = 300.0          # ALIVE_INTERVAL
     max_claim_alives_missed: int = 6         # MAX_CLAIM_ALIVES_MISSED
     max_job_retirement_time: str = "0"       # MAXJOBRETIREMENTTIME (an expression; job is TARGET)
     machine_max_vacate_time: str = "10 * 60"  # MachineMaxVacateTime
+    is_owner: str = "False"                  # IS_OWNER
+    preempt: str = "False"                   # PREEMPT
+    want_vacate: str = "True"                # WANT_VACATE
+    kill: str = "False"                      # KILL
+    polling_interval_s: float = 5.0          # POLLING_INTERVAL: how often PREEMPT and IS_OWNER are evaluated
     arch: str = "X86_64"
     opsys: str = "LINUX"
     opsys_and_ver: str = "Linux"
     uid_domain: str = "localhost"
     filesystem_domain: str = "localhost"
     extra_attrs: dict[str, str] = field(default_factory=dict)
+    # STARTD_ATTRS as each slot resolves them (SLOT<N>_<attr>, SLOT_TYPE_<N>_<attr>, <attr>),
+    # by slot id; a slot not listed publishes `startd_attrs`.
+    slot_attrs: tuple[tuple[int, tuple[tuple[str, str], ...]], ...] = ()
+    warnings: tuple[str, ...] = ()           # logged at start-up (HTCondor skips these with a log line)
 
     @property
     def claim_lease_s(self) -> float:
@@ -129,6 +164,20 @@ class StartdConfig:
     @property
     def custom_resources(self) -> tuple[str, ...]:
         return tuple(n for n, _ in self.machine.custom)
+
+    def policy(self, spec: SlotTypeSpec) -> SlotPolicy:
+        """The policy of a slot type: its SLOT_TYPE_<N>_ overrides, else the machine-wide knobs."""
+        if spec.policy is not None:
+            return spec.policy
+        return SlotPolicy(self.start, self.rank, self.slot_weight, self.is_owner, self.preempt, self.want_vacate,
+                          self.kill, self.max_job_retirement_time, self.machine_max_vacate_time,
+                          self.within_resource_limits, self.modify_request_exprs)
+
+    def attrs_of(self, slot_id: int) -> tuple[tuple[str, str], ...]:
+        for sid, attrs in self.slot_attrs:
+            if sid == slot_id:
+                return attrs
+        return self.startd_attrs
 
 
 _UNIT = {"": 1, "k": 1, "m": 1, "g": 1024, "t": 1024 * 1024}
@@ -225,24 +274,36 @@ def _consumption(p: Param, n: int, resources: Iterable[str]) -> tuple[tuple[str,
 
 
 def read_slot_types(p: Param, machine: Resources) -> tuple[SlotTypeSpec, ...]:
+    """The slot types (slot_builder.cpp countTypes / initTypes).
+
+    Without any NUM_SLOTS_TYPE_<N>, HTCondor builds slot type 0: since HTCondor 23 one
+    partitionable slot with the whole machine (SLOT_TYPE_0_PARTITIONABLE defaults to
+    true), or with SLOT_TYPE_0_PARTITIONABLE = False NUM_SLOTS static slots, one per cpu
+    by default; NUM_SLOTS divides the machine evenly either way.
+    """
     requested: list[tuple[int, dict[str, int | str]]] = []
     meta: list[tuple[int, int, bool]] = []
     for n in range(1, MAX_SLOT_TYPES + 1):
         text = p.str(f"SLOT_TYPE_{n}")
-        if text is None:
+        count_set = p.is_set(f"NUM_SLOTS_TYPE_{n}")
+        if text is None and not count_set:
             continue
         count = p.int(f"NUM_SLOTS_TYPE_{n}", 0, minimum=0) or 0
         partitionable = bool(p.bool(f"SLOT_TYPE_{n}_PARTITIONABLE", False))
-        spec = parse_slot_type(text, machine, f"{p.where(f'SLOT_TYPE_{n}')}: SLOT_TYPE_{n}")
+        # A type with slots but no SLOT_TYPE_<N> takes an equal share of what is left.
+        spec = parse_slot_type(text if text is not None else "auto", machine,
+                               f"{p.where(f'SLOT_TYPE_{n}')}: SLOT_TYPE_{n}")
         requested.append((count, spec))
         meta.append((n, count, partitionable))
-    if not requested:
-        # HTCondor's default: NUM_SLOTS static slots (NUM_CPUS of them), an equal share each.
-        num = p.int("NUM_SLOTS", machine.cpus, minimum=1) or machine.cpus
-        share = Resources.of({r: (max(1, v // num) if r == "Cpus" else v // num)
-                              for r, v in machine.as_dict().items()})
-        return (SlotTypeSpec(1, num, False, share),)
+    if not any(count for count, _ in requested) and not any(t is not None for t in (
+            p.str(f"SLOT_TYPE_{n}") for n in range(1, MAX_SLOT_TYPES + 1))):
+        partitionable = bool(p.bool("SLOT_TYPE_0_PARTITIONABLE", True))
+        num = p.int("NUM_SLOTS", 1 if partitionable else machine.cpus, minimum=1) or 1
+        requested = [(num, {r: "auto" for r in machine.as_dict()})]
+        meta = [(0, num, partitionable)]
     sizes = _resolve_auto(requested, machine)
+    if meta[0][0] == 0 and not meta[0][2]:
+        sizes[0] = Resources.of({r: (max(1, v) if r == "Cpus" else v) for r, v in sizes[0].as_dict().items()})
     default_policy = bool(p.bool("CONSUMPTION_POLICY", False))
     types = []
     for i, (n, count, part) in enumerate(meta):
@@ -253,7 +314,7 @@ def read_slot_types(p: Param, machine: Resources) -> tuple[SlotTypeSpec, ...]:
         if num_claims is None:
             num_claims = p.int("NUM_CLAIMS", None, minimum=1)
         if num_claims is None:
-            # Enough claims to hand out every cpu of the slot one at a time.
+            # HTCondor's default: as many claims as the slot has cpus.
             num_claims = max(1, sizes[i].cpus) if policy else 1
         types.append(SlotTypeSpec(n, count, part, sizes[i], policy,
                                   _consumption(p, n, machine.names) if policy else (), num_claims))
@@ -267,6 +328,76 @@ def read_slot_types(p: Param, machine: Resources) -> tuple[SlotTypeSpec, ...]:
     if not types:
         raise ConfigError("no slots: every NUM_SLOTS_TYPE_<N> is 0 (set NUM_SLOTS_TYPE_1 = 1)")
     return tuple(types)
+
+
+def type_knob(p: Param, type_id: int, knob: str) -> str:
+    """The knob a slot type reads: SLOT_TYPE_<N>_<KNOB> if set, else <KNOB> (Resource::param)."""
+    typed = f"SLOT_TYPE_{type_id}_{knob}"
+    return typed if p.is_set(typed) else knob
+
+
+def _read_policy(p: Param, type_id: int | None) -> SlotPolicy:
+    """A slot type's policy expressions; type None reads only the machine-wide knobs."""
+    defaults = SlotPolicy()
+    values: dict[str, object] = {}
+    for name, knob in POLICY_KNOBS.items():
+        k = knob if type_id is None else type_knob(p, type_id, knob)
+        if name == "slot_weight" and not p.is_set(k):
+            # HTCondor falls back to a SlotWeight macro (seed 001 sets one), then Cpus.
+            k = "SlotWeight" if type_id is None else type_knob(p, type_id, "SlotWeight")
+        default = getattr(defaults, name)
+        values[name] = p.expr(k, default) or default
+    modify = []
+    for attr, default in defaults.modify_request_exprs:
+        knob = f"MODIFY_REQUEST_EXPR_{attr.upper()}"
+        k = knob if type_id is None else type_knob(p, type_id, knob)
+        modify.append((attr, p.expr(k, default) or default))
+    values["modify_request_exprs"] = tuple(modify)
+    return SlotPolicy(**values)  # type: ignore[arg-type]
+
+
+def _type_overrides(p: Param, type_id: int) -> bool:
+    """True if some policy knob is set for this slot type alone."""
+    knobs = list(POLICY_KNOBS.values()) + ["SlotWeight"] + [f"MODIFY_REQUEST_EXPR_{a.upper()}" for a, _ in
+                                                              SlotPolicy.modify_request_exprs]
+    return any(p.is_set(f"SLOT_TYPE_{type_id}_{k}") for k in knobs)
+
+
+_ATTR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _startd_attrs(p: Param, slot_id: int | None, type_id: int | None,
+                  skipped: dict[tuple[str, str], list[int]]) -> tuple[tuple[str, str], ...]:
+    """STARTD_ATTRS (and the obsolete STARTD_EXPRS) as one slot publishes them
+    (Resource.cpp init_classad): the list is STARTD_ATTRS plus SLOT<N>_STARTD_ATTRS, and
+    each name's value is SLOT<N>_<name>, else SLOT_TYPE_<T>_<name>, else <name>; a name
+    defined nowhere is skipped, and an empty value leaves the attribute out."""
+    def knob(name: str) -> str:
+        return name if type_id is None else type_knob(p, type_id, name)
+
+    names: list[tuple[str, str]] = []
+    lists = [knob("STARTD_ATTRS"), knob("STARTD_EXPRS")]
+    if slot_id is not None:
+        lists += [knob(f"SLOT{slot_id}_STARTD_ATTRS"), knob(f"SLOT{slot_id}_STARTD_EXPRS")]
+    for lst in lists:
+        for name in p.list(lst):
+            if not _ATTR_NAME.fullmatch(name):
+                raise ConfigError(f"{p.where(lst)}: {lst} names {name!r}, which is not an attribute name")
+            if name.lower() not in {n.lower() for n, _ in names}:
+                names.append((name, lst))
+    out = []
+    for name, lst in names:
+        candidates = ([f"SLOT{slot_id}_{name}"] if slot_id is not None else []) + [knob(name)]
+        where = next((c for c in candidates if p.raw(c) is not None), None)
+        if where is None:
+            if slot_id is not None:
+                skipped.setdefault((name, lst), []).append(slot_id)
+            continue
+        text = p.raw(where) or ""
+        if not text.strip():
+            continue
+        out.append((name, parse_expr(text, f"{p.where(where)}: {where}")))
+    return tuple(out)
 
 
 _RESOURCE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -298,41 +429,48 @@ def read_startd_config(p: Param) -> StartdConfig:
                "Disk": p.int("DISK", 104857600, minimum=1) or 104857600}
     amounts.update(read_machine_resources(p))
     machine = Resources.of(amounts)
-    attrs: list[tuple[str, str]] = []
-    for knob in ("STARTD_ATTRS", "STARTD_EXPRS"):
-        for name in p.list(knob):
-            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-                raise ConfigError(f"{p.where(knob)}: {knob} names {name!r}, which is not an attribute name")
-            value = p.expr(name)
-            if value is None:
-                raise ConfigError(f"{p.where(knob)}: {knob} names {name}, but {name} is not defined")
-            attrs.append((name, value))
-    defaults = dict(StartdConfig.modify_request_exprs)
-    modify = []
-    for attr in ("RequestCpus", "RequestMemory", "RequestDisk"):
-        knob = f"MODIFY_REQUEST_EXPR_{attr.upper()}"
-        modify.append((attr, p.expr(knob, defaults[attr]) or defaults[attr]))
+    machine_wide = _read_policy(p, None)
+    types = []
+    for t in read_slot_types(p, machine):
+        policy = _read_policy(p, t.type_id) if _type_overrides(p, t.type_id) else None
+        types.append(replace(t, policy=policy) if policy is not None and policy != machine_wide else t)
+    default_attrs = _startd_attrs(p, None, None, {})
+    slot_attrs = []
+    skipped: dict[tuple[str, str], list[int]] = {}
+    slot_id = 0
+    for t in types:
+        for _ in range(t.count):
+            slot_id += 1
+            attrs = _startd_attrs(p, slot_id, t.type_id, skipped)
+            if attrs != default_attrs:
+                slot_attrs.append((slot_id, attrs))
+    warnings = [f"{p.where(lst)}: {lst} names {name}, which is not defined for "
+                f"{', '.join(f'slot{i}' for i in ids)}; not advertised there"
+                for (name, lst), ids in skipped.items()]
+    modify = list(machine_wide.modify_request_exprs)
     for r in machine.names[3:]:
         knob = f"MODIFY_REQUEST_EXPR_REQUEST{r.upper()}"
         if p.is_set(knob):
             modify.append((f"Request{r}", p.expr(knob) or f"Request{r}"))
+    mw = machine_wide
     return StartdConfig(
         machine=machine,
-        slot_types=read_slot_types(p, machine),
-        start=p.expr("START", "True") or "True",
-        rank=p.expr("RANK", "0") or "0",
-        slot_weight=p.expr("SLOT_WEIGHT", "Cpus") or "Cpus",
-        within_resource_limits=p.expr("WithinResourceLimits", "") or "",
-        startd_attrs=tuple(attrs),
+        slot_types=tuple(types),
+        start=mw.start, rank=mw.rank, slot_weight=mw.slot_weight, within_resource_limits=mw.within_resource_limits,
+        startd_attrs=default_attrs,
         modify_request_exprs=tuple(modify),
         claim_partitionable_leftovers=bool(p.bool("CLAIM_PARTITIONABLE_LEFTOVERS", True)),
         alive_interval_s=float(p.int("ALIVE_INTERVAL", 300, minimum=1) or 300),
         max_claim_alives_missed=p.int("MAX_CLAIM_ALIVES_MISSED", 6, minimum=1) or 6,
-        max_job_retirement_time=p.expr("MAXJOBRETIREMENTTIME", "0") or "0",
-        machine_max_vacate_time=p.expr("MachineMaxVacateTime", "10 * 60") or "10 * 60",
+        max_job_retirement_time=mw.max_job_retirement_time,
+        machine_max_vacate_time=mw.machine_max_vacate_time,
+        is_owner=mw.is_owner, preempt=mw.preempt, want_vacate=mw.want_vacate, kill=mw.kill,
+        polling_interval_s=float(p.int("POLLING_INTERVAL", 5, minimum=1) or 5),
         arch=p.str("ARCH", "X86_64") or "X86_64",
         opsys=p.str("OPSYS", "LINUX") or "LINUX",
         opsys_and_ver=p.str("OPSYSANDVER", "Linux") or "Linux",
         uid_domain=p.str("UID_DOMAIN", "localhost") or "localhost",
         filesystem_domain=p.str("FILESYSTEM_DOMAIN", "localhost") or "localhost",
+        slot_attrs=tuple(slot_attrs),
+        warnings=tuple(warnings),
     )

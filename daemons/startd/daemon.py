@@ -19,11 +19,12 @@ from daemons.core.clock import PoolClock
 from daemons.core.common import CommonConfig
 from daemons.core.daemon import Daemon
 from daemons.core.rpc import describe
-from daemons.pb.htcpool import schedd_pb2, schedd_pb2_grpc, startd_pb2_grpc
+from daemons.pb.htcpool import common_pb2, schedd_pb2, schedd_pb2_grpc, startd_pb2_grpc
 from daemons.startd.config import StartdConfig
+from daemons.startd import policy, preemption
 from daemons.startd.drain import DrainError, cancel_drain, check_drained, idle_claims, start_drain
 from daemons.startd.service import StartdService
-from daemons.startd.slots import ClaimOutcome, JobEvent, Startd
+from daemons.startd.slots import CLAIMED, ClaimOutcome, JobEvent, Startd
 
 # A burst of claims and job ends becomes one collector update.
 UPDATE_COALESCE_WALL_S = 0.02
@@ -32,6 +33,7 @@ _EVENT_KINDS = {
     "exited": schedd_pb2.JOB_EXITED,
     "evicted": schedd_pb2.JOB_EVICTED,
     "claim_lost": schedd_pb2.CLAIM_LOST,
+    "claim_ready": schedd_pb2.CLAIM_READY,
 }
 
 
@@ -79,9 +81,16 @@ class StartdDaemon(Daemon):
                       ", ".join(f"{t.count} x {'partitionable' if t.partitionable else 'static'} slot type "
                                 f"{t.type_id} ({t.size.cpus} cpus, {t.size.memory} MB, {t.size.disk} KB)"
                                 for t in self.cfg.slot_types))
+        for warning in self.cfg.warnings:
+            self.log.warning("%s", warning)
         self._event_task = asyncio.create_task(self._deliver_events(), name="startd:events")
         lease = self.cfg.claim_lease_s
         self.add_periodic("leases", max(1.0, min(self.cfg.alive_interval_s, lease / 10)), self._check_leases)
+        pols = [self.cfg.policy(t) for t in self.cfg.slot_types]
+        if any(not policy.never(p.preempt) or not policy.never(p.is_owner) for p in pols):
+            # HTCondor evaluates its policy every POLLING_INTERVAL; with PREEMPT and IS_OWNER
+            # false whatever happens (the defaults) there is nothing to evaluate.
+            self.add_periodic("policy", self.cfg.polling_interval_s, self._evaluate_policy)
 
     async def on_close(self) -> None:
         for h in self._timers.values():
@@ -101,9 +110,15 @@ class StartdDaemon(Daemon):
             self.claims_refused += 1
             return ClaimOutcome(False, "unknown claim id: the slot was claimed or changed since the match")
         machine, slot = found
+        preempting = slot.state == CLAIMED and slot.claim is not None
+        current = slot.claim.submitter if preempting and slot.claim is not None else ""
         out = machine.request_claim(slot, job_ad, schedd_name, schedd_address, submitter, self.clock.now(),
-                                    decided or None)
-        if out.ok:
+                                    decided or None, preempting=preempting)
+        if out.ok and out.pending:
+            self.claims_granted += 1
+            self.log.info("%s: preempting claim of %s for %s accepted", out.slot_name, current, submitter)
+            self._changed()
+        elif out.ok:
             self.claims_granted += 1
             self.log.info("%s: claimed by %s for %s", out.slot_name, schedd_name, submitter)
             self._changed()
@@ -142,7 +157,11 @@ class StartdDaemon(Daemon):
             self.jobs_finished += 1
             self.log.info("%s: job %s exited", ev.slot_name, ev.job_id)
             self._queue_event(ev)
-        if machine.drain is not None:
+        if slot.preempt_reason:
+            # Its claim was being preempted: it ends now that its job has.
+            self._cancel_timer(f"preempt:{claim_id}")
+            preemption.after_job(machine, slot, self.clock.now())
+        elif machine.drain is not None:
             # A draining machine starts nothing new: the claim goes with its job.
             self._cancel_timer(f"evict:{claim_id}")
             machine.release(slot, self.clock.now(), "machine draining")
@@ -228,11 +247,18 @@ class StartdDaemon(Daemon):
             if found is None:
                 continue
             machine, slot = found
+            name = machine.name_of(slot)
+            if slot.pre is not None and slot.pre.id == cid:
+                preemption.withdraw(machine, slot, now)
+                self.log.info("%s: preempting claim released (%s)", name, reason)
+                n += 1
+                continue
             self._cancel_timer(cid)
             self._cancel_timer(f"evict:{cid}")
-            name = machine.name_of(slot)
+            self._cancel_timer(f"preempt:{cid}")
             machine.release(slot, now, reason)
             self.log.info("%s: claim released (%s)", name, reason)
+            preemption.take_over(machine, slot, now)
             self._drain_progress(machine)
             n += 1
         if n:
@@ -243,12 +269,27 @@ class StartdDaemon(Daemon):
         assert self.model is not None
         return self.model.keepalive(claim_ids, schedd_address, self.clock.now())
 
+    async def _evaluate_policy(self) -> None:
+        """POLLING_INTERVAL: IS_OWNER for unclaimed slots, PREEMPT for running jobs."""
+        assert self.model is not None
+        now = self.clock.now()
+        changed = False
+        for m in self.model.machines.values():
+            changed |= m.refresh_owner(now)
+            for slot in preemption.check_preempt(m, now):
+                self.log.info("%s: State change: PREEMPT is TRUE; retiring the claim of %s",
+                              m.name_of(slot), slot.claim.submitter if slot.claim else "")
+                changed = True
+        if changed:
+            self._changed()
+
     async def _check_leases(self) -> None:
         assert self.model is not None
         events = self.model.expire_leases(self.clock.now())
         for ev in events:
             self._cancel_timer(ev.claim_id)
             self._cancel_timer(f"evict:{ev.claim_id}")
+            self._cancel_timer(f"preempt:{ev.claim_id}")
             self.log.info("%s: %s", ev.slot_name, ev.reason)
             self._queue_event(ev)
         for m in self.model.machines.values():
@@ -256,8 +297,48 @@ class StartdDaemon(Daemon):
         if events:
             self._changed()
 
+    # ---- preemption timers and events ------------------------------------------
+    def _sync_preemption(self) -> None:
+        """Send what state changes put in the machines' outboxes, and keep one timer per
+        preemption under way at its next deadline (end of retirement, end of vacate)."""
+        assert self.model is not None
+        shared = self.model.shared
+        while shared.notes:
+            self.log.info("%s", shared.notes.pop(0))
+        for m, short in list(shared.preempting):
+            s = m.slots.get(short)
+            c = s.claim if s is not None else None
+            due = preemption.deadline(s) if s is not None else None
+            if c is None or not s.preempt_reason:
+                shared.preempting.discard((m, short))
+                continue
+            key = f"preempt:{c.id}"
+            if due is not None and key not in self._timers:
+                self._timers[key] = self.clock.call_at(due, lambda cid=c.id: self._preempt_tick(cid))
+        while shared.outbox:
+            ev = shared.outbox.pop(0)
+            if ev.kind == "evicted":
+                self.jobs_evicted += 1
+                self._cancel_timer(ev.claim_id)
+                self._cancel_timer(f"evict:{ev.claim_id}")
+            self._queue_event(ev)
+
+    def _preempt_tick(self, claim_id: str) -> None:
+        self._timers.pop(f"preempt:{claim_id}", None)
+        assert self.model is not None
+        found = self.model.find_claim(claim_id)
+        if found is None:
+            return
+        machine, slot = found
+        if slot.claim is None or slot.claim.id != claim_id:
+            return
+        preemption.tick(machine, slot, self.clock.now())
+        self._drain_progress(machine)
+        self._changed()
+
     # ---- collector updates --------------------------------------------------
     def _changed(self) -> None:
+        self._sync_preemption()
         if self._flush_task is None or self._flush_task.done():
             self._flush_task = asyncio.create_task(self._flush_dirty(), name="startd:flush")
 
@@ -361,7 +442,8 @@ class StartdDaemon(Daemon):
         req = schedd_pb2.ClaimEventsRequest(events=[
             schedd_pb2.ClaimEvent(claim_id=e.claim_id, job_id=e.job_id, kind=_EVENT_KINDS[e.kind],
                                   pool_time=e.pool_time, reason=e.reason, slot_name=e.slot_name,
-                                  job_start=e.job_start)
+                                  job_start=e.job_start,
+                                  slot_ad=common_pb2.ClassAd(text=ads.ad_text(e.slot_ad)) if e.slot_ad else None)
             for e in evs])
         await stub.ClaimEvents(req, timeout=10.0)
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from daemons.core import ads
+from daemons.startd import policy
 
 if TYPE_CHECKING:
     from daemons.startd.slots import Machine, Slot
@@ -57,31 +58,13 @@ class Eviction:
     at: float
 
 
-_CONSTANTS: dict[str, float | None] = {}
-
-
-def _number(machine: "Machine", expr: str, slot: "Slot", job_ad, now: float) -> float:
-    text = expr.strip()
-    if text not in _CONSTANTS:
-        # The common case, "0" or "10 * 60", needs no ad at all.
-        v = ads.as_number(ads.evaluate(ads.parse_expr(text)))
-        _CONSTANTS[text] = v
-    v = _CONSTANTS[text]
-    if v is None:
-        v = ads.as_number(machine.evaluate(text, slot, job_ad, now))
-    return max(0.0, v) if v is not None else 0.0
-
-
 def retirement_deadline(machine: "Machine", slot: "Slot", now: float) -> float:
     """When the job on `slot` must stop under a graceful drain (job start + MaxJobRetirementTime)."""
-    c = slot.claim
-    assert c is not None
-    return c.job_start + _number(machine, machine.cfg.max_job_retirement_time, slot, c.job_ad, now)
+    return policy.retirement_deadline(machine, slot, now)
 
 
 def vacate_time(machine: "Machine", slot: "Slot", now: float) -> float:
-    c = slot.claim
-    return _number(machine, machine.cfg.machine_max_vacate_time, slot, c.job_ad if c else None, now)
+    return policy.vacate_time(machine, slot, now)
 
 
 def expected_draining(machine: "Machine", now: float) -> dict[str, int]:
@@ -147,6 +130,15 @@ def start_drain(machine: "Machine", how: str, resume_on_completion: bool, check_
                                                  f"{machine.name_of(s)}")
     state = DrainState(request_id or f"{machine.host}#{int(now)}#{next(_ids)}", how, resume_on_completion,
                        reason or "by command", start_expr, now)
+    from daemons.startd.preemption import withdraw
+    from daemons.startd.slots import JobEvent
+    for s in list(machine.slots.values()):
+        if s.pre is not None:
+            # A claim waiting to preempt will not get the slot: its schedd gets its job back.
+            pre = s.pre
+            withdraw(machine, s, now)
+            machine.outbox.append(JobEvent("claim_lost", pre.id, "", machine.name_of(s), pre.schedd_address, now,
+                                           f"{machine.host} is draining"))
     machine.drain = state
     machine.total_drains += 1
     machine.dirty = True

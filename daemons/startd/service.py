@@ -30,7 +30,7 @@ class StartdService(pb_grpc.StartdServicer):
         job_ad = await self._job_ad(request.job_ad.text, context)
         out = self.d.request_claim(request.claim_id, job_ad, request.schedd_name,
                                    request.schedd_address, request.submitter, dict(request.resources))
-        reply = pb.RequestClaimReply(ok=out.ok, reason=out.reason, claim_id=out.claim_id)
+        reply = pb.RequestClaimReply(ok=out.ok, reason=out.reason, claim_id=out.claim_id, pending=out.pending)
         if out.slot_ad is not None:
             reply.slot_ad.CopyFrom(common_pb2.ClassAd(text=ads.ad_text(out.slot_ad)))
         if out.leftover_ad is not None:

@@ -9,16 +9,22 @@ HTCondor behaviour followed here:
   carved from slotN is slotN_K with K the lowest free sub-id;
 - a partitionable slot stays Unclaimed/Idle and advertises what is left; its
   Requirements is START && (WithinResourceLimits), a static slot's is START;
+- an unclaimed slot whose IS_OWNER is true is in the Owner state and takes no claim;
 - a dynamic slot's size is, in order of precedence: what the negotiator decided
   (negotiator-side splitting with a consumption policy, seed 001), the slot's
   Consumption<Res> expressions, or the job's request after MODIFY_REQUEST_EXPR_*
-  (cpus to 1, memory to 128 MB, disk to 1024 KB by default);
+  (cpus to 1, memory to 128 MB, disk to 1024 KB by default); unless fractional cpus
+  are allowed it gets at least 1 cpu and 1 MB (Resource.cpp create_dslot), taken
+  from the partitionable slot like the rest;
 - with CLAIM_PARTITIONABLE_LEFTOVERS the claim reply carries the leftover p-slot ad
   and a claim id the schedd may use at once for another job;
 - custom machine resources (MACHINE_RESOURCE_<name>) are advertised as <name>,
   TotalSlot<name>, Total<name> and Detected<name>, requested as Request<name>, and
-  checked by WithinResourceLimits.
-Draining is in daemons/startd/drain.py.
+  checked by WithinResourceLimits;
+- a claimed slot offers a claim id for a preempting claim; preemption (by the
+  negotiator's match or by PREEMPT) is in daemons/startd/preemption.py.
+Draining is in daemons/startd/drain.py; the slot ad in daemons/startd/slotad.py; a dynamic
+slot's size in daemons/startd/sizing.py.
 """
 from __future__ import annotations
 
@@ -31,8 +37,9 @@ from typing import TYPE_CHECKING, Any, Callable
 import classad2
 
 from daemons.core import ads
-from daemons.core.ads import Expr
+from daemons.startd import policy, sizing
 from daemons.startd.config import STANDARD, Resources, SlotTypeSpec, StartdConfig
+from daemons.startd.slotad import slot_ad, within_resource_limits
 
 if TYPE_CHECKING:
     from daemons.startd.drain import DrainState
@@ -40,17 +47,7 @@ if TYPE_CHECKING:
 # Slot states and activities, as HTCondor names them (condor_state.cpp).
 OWNER, UNCLAIMED, MATCHED, CLAIMED, PREEMPTING, DRAINED = (
     "Owner", "Unclaimed", "Matched", "Claimed", "Preempting", "Drained")
-IDLE, BUSY, RETIRING, VACATING = "Idle", "Busy", "Retiring", "Vacating"
-
-# Reqexp.cpp, STARTD_JOB_HAS_REQUEST_ATTRS (the default).
-WITHIN_RESOURCE_LIMITS = (
-    "(MY.Cpus > 0 && TARGET.RequestCpus <= MY.Cpus && MY.Memory > 0 && "
-    "TARGET.RequestMemory <= MY.Memory && MY.Disk > 0 && TARGET.RequestDisk <= MY.Disk)")
-
-
-def within_resource_limits(custom: tuple[str, ...]) -> str:
-    clauses = "".join(f" && (TARGET.Request{r} is undefined || MY.{r} >= TARGET.Request{r})" for r in custom)
-    return WITHIN_RESOURCE_LIMITS[:-1] + clauses + ")"
+IDLE, BUSY, RETIRING, VACATING, KILLING = "Idle", "Busy", "Retiring", "Vacating", "Killing"
 
 
 class SlotKind(Enum):
@@ -72,6 +69,8 @@ class Claim:
     job_start: float = 0.0
     job_end: float = 0.0
     evict_at: float = 0.0       # a drain's eviction time for the job, if it will not finish first
+    rank: float = 0.0           # the slot's RANK for the claim's job: CurrentRank (PreemptingRank while waiting)
+    job_ad_at_claim: classad2.ClassAd | None = None   # a preempting claim's request, until it takes the slot
 
 
 @dataclass
@@ -86,9 +85,13 @@ class Slot:
     activity: str
     entered_state: float
     entered_activity: float
-    capability: str = ""   # the claim id a match carries (p-slot, unclaimed static slot)
+    capability: str = ""   # the claim id a match carries (unclaimed slot; a claimed slot's preempting claim)
     claim: Claim | None = None
     children: set[int] = field(default_factory=set)
+    pre: Claim | None = None          # a preempting claim waiting for the current one to end (HTCondor's r_pre)
+    retire_until: float = 0.0         # the current claim retires until then, then is vacated
+    vacate_until: float = 0.0         # a vacate ends (the job is evicted) then
+    preempt_reason: str = ""          # why the current claim is being preempted ("" if it is not)
 
     @property
     def type_id(self) -> int:
@@ -111,7 +114,7 @@ class Slot:
 @dataclass(frozen=True)
 class JobEvent:
     """Something the schedd that holds the claim must hear about."""
-    kind: str              # "exited" | "evicted" | "claim_lost"
+    kind: str              # "exited" | "evicted" | "claim_lost" | "claim_ready" (a preempting claim took the slot)
     claim_id: str
     job_id: str
     slot_name: str
@@ -119,6 +122,7 @@ class JobEvent:
     pool_time: float
     reason: str = ""
     job_start: float = 0.0
+    slot_ad: dict[str, Any] | None = None   # claim_ready: the slot as now claimed
 
 
 @dataclass
@@ -130,6 +134,7 @@ class ClaimOutcome:
     slot_ad: dict[str, Any] | None = None
     leftover_ad: dict[str, Any] | None = None
     leftover_claim_id: str = ""
+    pending: bool = False      # a preempting claim: the slot is the schedd's once its claim_ready event comes
 
 
 def new_secret() -> str:
@@ -180,11 +185,19 @@ def job_duration(job_ad: classad2.ClassAd) -> float:
     return 0.0
 
 
+@dataclass
+class Shared:
+    outbox: list[JobEvent] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    preempting: set = field(default_factory=set)
+
+
 class Machine:
     """One emulated execute machine and its slots."""
 
     def __init__(self, host: str, cfg: StartdConfig, address: str, now: float, ids: ClaimIds,
-                 registry: dict[str, tuple["Machine", str]] | None = None) -> None:
+                 registry: dict[str, tuple["Machine", str]] | None = None,
+                 shared: "Shared | None" = None) -> None:
         self.host = host
         self.cfg = cfg
         self.address = address
@@ -197,7 +210,14 @@ class Machine:
         self.started = now
         self.drain: DrainState | None = None
         self.total_drains = 0
-        self._wrl = cfg.within_resource_limits or within_resource_limits(cfg.custom_resources)
+        self.wrl = within_resource_limits(cfg.custom_resources)
+        # Shared by a startd's machines, so the daemon looks at one place whatever their number:
+        # events that state changes produced for schedds (preemption), StartLog lines of
+        # state changes the daemon did not ask for itself, and the slots being preempted.
+        shared = shared if shared is not None else Shared()
+        self.outbox: list[JobEvent] = shared.outbox
+        self.notes: list[str] = shared.notes
+        self.preempting: set[tuple["Machine", str]] = shared.preempting
         slot_id = 0
         for t in cfg.slot_types:
             for _ in range(t.count):
@@ -206,111 +226,14 @@ class Machine:
                 s = Slot(slot_id, 0, kind, t, t.size, t.size, UNCLAIMED, IDLE, now, now, capability=ids.next())
                 self.slots[s.short_name] = s
                 self.registry[s.capability] = (self, s.short_name)
+        self.refresh_owner(now)
 
     def name_of(self, slot: Slot) -> str:
         return f"{slot.short_name}@{self.host}"
 
     # ---- ads ---------------------------------------------------------------
     def slot_ad(self, s: Slot, now: float, *, for_eval: bool = False) -> dict[str, Any]:
-        cfg, m = self.cfg, self.cfg.machine
-        partitioned = s.kind is not SlotKind.STATIC
-        start: str = cfg.start
-        if self.drain is not None:
-            # A draining machine starts nothing new, unless the drain's start expression says so.
-            start = self.drain.start_expr or "False"
-        a: dict[str, Any] = {
-            "MyType": "Machine",
-            "Name": self.name_of(s),
-            "Machine": self.host,
-            "SlotID": s.slot_id,
-            "SlotTypeID": -s.type_id if s.kind is SlotKind.DYNAMIC else s.type_id,
-            "SlotType": s.kind.value,
-            "State": s.state,
-            "Activity": s.activity,
-            "EnteredCurrentState": int(s.entered_state),
-            "EnteredCurrentActivity": int(s.entered_activity),
-            "Start": Expr(start),
-            "Rank": Expr(cfg.rank),
-            "SlotWeight": Expr(cfg.slot_weight),
-            "WithinResourceLimits": Expr(self._wrl),
-            "Requirements": Expr("START && (WithinResourceLimits)" if partitioned else "START"),
-            "Arch": cfg.arch,
-            "OpSys": cfg.opsys,
-            "OpSysAndVer": cfg.opsys_and_ver,
-            "UidDomain": cfg.uid_domain,
-            "FileSystemDomain": cfg.filesystem_domain,
-            "HasFileTransfer": True,
-            "StartdIpAddr": f"<{self.address}>",
-            "MyAddress": f"<{self.address}>",
-            "MachineResources": " ".join(("Cpus", "Memory", "Disk", "Swap") + cfg.custom_resources),
-            "LoadAvg": float(s.size.cpus) if s.activity in (BUSY, RETIRING) and s.claim else 0.0,
-            "CondorLoadAvg": float(s.size.cpus) if s.activity in (BUSY, RETIRING) and s.claim else 0.0,
-            # An emulated machine has no console user: its keyboard has been idle for a week.
-            "KeyboardIdle": 7 * 86400,
-            # What a real startd's benchmarks would advertise (policy expressions use them).
-            "KFlops": 1_000_000,
-            "Mips": 10_000,
-            "CurrentRank": 0.0,
-            "DaemonStartTime": int(self.started),
-            "MaxJobRetirementTime": Expr(cfg.max_job_retirement_time),
-            "MachineMaxVacateTime": Expr(cfg.machine_max_vacate_time),
-        }
-        for name, amount in s.free.as_dict().items():
-            a[name] = amount
-        for name, amount in s.size.as_dict().items():
-            a[f"TotalSlot{name}"] = amount
-        for name, amount in m.as_dict().items():
-            a[f"Total{name}"] = amount
-            a[f"Detected{name}"] = amount
-        if s.kind is SlotKind.PARTITIONABLE:
-            a["PartitionableSlot"] = True
-            a["NumDynamicSlots"] = len(s.children)
-            a["ChildCpus"] = [self.slots[f"slot{s.slot_id}_{c}"].size.cpus for c in sorted(s.children)]
-            if s.spec.consumption_policy:
-                a["ConsumptionPolicy"] = True
-                a["NumClaims"] = s.spec.num_claims
-                for res, expr in s.spec.consumption:
-                    a[f"Consumption{res}"] = Expr(expr)
-                # What the job would consume must fit (HTCondor's per-asset consumption clauses).
-                a["WithinResourceLimits"] = Expr("(" + " && ".join(
-                    f"MY.Consumption{res} <= MY.{res}" for res, _ in s.spec.consumption) + ")")
-        if s.kind is SlotKind.DYNAMIC:
-            a["DynamicSlot"] = True
-            a["ParentSlotId"] = s.slot_id
-        if s.capability:
-            a["Capability"] = s.capability
-            a["ClaimId"] = s.capability
-        c = s.claim
-        if c is not None:
-            a["RemoteOwner"] = c.submitter
-            a["RemoteScheddName"] = c.schedd_name
-            a["ClientMachine"] = c.schedd_name
-            a["PublicClaimId"] = c.id.split("#", 1)[0] + "#" + c.id.rsplit("#", 1)[0].split("#", 1)[-1]
-            if c.job_id:
-                a["RemoteUser"] = c.submitter
-                a["JobId"] = c.job_id
-                a["GlobalJobId"] = f"{c.schedd_name}#{c.job_id}"
-                a["JobStart"] = int(c.job_start)
-                if c.job_ad is not None:
-                    for attr in ("AccountingGroup", "ConcurrencyLimits"):
-                        v = ads.get(c.job_ad, attr)
-                        if isinstance(v, str):
-                            a[attr] = v
-        for name, expr in cfg.startd_attrs:
-            a[name] = Expr(expr)
-        if self.drain is not None:
-            from daemons.startd.drain import drain_attrs
-            a.update(drain_attrs(self, now))
-        else:
-            a["Draining"] = False
-        if for_eval:
-            # Ads built to evaluate a policy leave out the drain forecast, which itself
-            # evaluates policy expressions against the slot.
-            a["CurrentTime"] = int(now)
-        else:
-            from daemons.startd.drain import expected_draining
-            a.update(expected_draining(self, now))
-        return a
+        return slot_ad(self, s, now, for_eval=for_eval)
 
     def classad(self, s: Slot, now: float) -> classad2.ClassAd:
         return classad2.ClassAd(ads.ad_text(self.slot_ad(s, now, for_eval=True)))
@@ -321,12 +244,34 @@ class Machine:
         return ads.evaluate(ads.parse_expr(expr), slot_ad, job_ad) if job_ad is not None else \
             ads.evaluate(ads.parse_expr(expr), slot_ad)
 
+    def refresh_owner(self, now: float) -> bool:
+        """Unclaimed slots whose IS_OWNER is true go to Owner/Idle, and back when it is false
+        (ResState.cpp: "IS_OWNER is TRUE"). True if a state changed."""
+        changed = False
+        for s in self.slots.values():
+            if s.state not in (UNCLAIMED, OWNER) or s.kind is SlotKind.DYNAMIC or self.drain is not None:
+                continue
+            if policy.never(self.cfg.policy(s.spec).is_owner) and s.state == UNCLAIMED:
+                continue
+            want = OWNER if policy.is_owner(self, s, now) else UNCLAIMED
+            if want != s.state:
+                s.set_state(want, IDLE, now)
+                changed = True
+        if changed:
+            self.dirty = True
+        return changed
+
     # ---- claims ------------------------------------------------------------
     def request_claim(self, slot: Slot, job_ad: classad2.ClassAd, schedd_name: str, schedd_address: str,
-                      submitter: str, now: float, decided: dict[str, int] | None = None) -> ClaimOutcome:
-        """Claim `slot` for a job; `decided` is what a negotiator-side split consumes."""
+                      submitter: str, now: float, decided: dict[str, int] | None = None,
+                      preempting: bool = False) -> ClaimOutcome:
+        """Claim `slot` for a job; `decided` is what a negotiator-side split consumes;
+        `preempting`: the id was the claimed slot's offer for a preempting claim."""
         if self.drain is not None:
             return ClaimOutcome(False, f"{self.host} is draining ({self.drain.reason})")
+        if preempting and slot.state == CLAIMED:
+            from daemons.startd.preemption import request_preempting_claim
+            return request_preempting_claim(self, slot, job_ad, schedd_name, schedd_address, submitter, now)
         if slot.kind is SlotKind.DYNAMIC:
             return ClaimOutcome(False, f"{self.name_of(slot)} is a dynamic slot and is already claimed")
         if slot.state != UNCLAIMED:
@@ -337,30 +282,34 @@ class Machine:
             # The negotiator already fitted the split to its copy of the slot; the sizes are
             # checked against what is free below. START must still accept the job.
             accepted = ads.is_true(ads.evaluate(slot_ad.lookup("Start"), slot_ad, job_ad))
+        elif slot.spec.consumption_policy:
+            accepted = sizing.cp_accepts(job_ad, slot_ad, slot.spec.consumption)
         else:
             # classad2's a.matches(b) evaluates b's Requirements against a: this asks whether
             # the slot's Requirements (START, WithinResourceLimits) accept the job.
             accepted = job_ad.matches(slot_ad)
         if not accepted:
             return ClaimOutcome(False, f"{self.name_of(slot)}: the slot's Requirements (START) reject the job")
+        rank = policy.rank(self, slot, job_ad, now)
         if slot.kind is SlotKind.STATIC:
-            claim = Claim(self.ids.next(), schedd_name, schedd_address, submitter, now, now)
+            claim = Claim(self.ids.next(), schedd_name, schedd_address, submitter, now, now, rank=rank)
             slot.claim = claim
             self.registry.pop(slot.capability, None)
-            slot.capability = ""
+            slot.capability = self._offer(slot)
             self.registry[claim.id] = (self, slot.short_name)
             slot.set_state(CLAIMED, IDLE, now)
             self.dirty = True
             return ClaimOutcome(True, claim_id=claim.id, slot_name=self.name_of(slot),
                                 slot_ad=self.slot_ad(slot, now))
         if decided:
-            size = self._decided_size(decided)
+            size = sizing.decided_size(self.cfg, decided)
         elif slot.spec.consumption_policy:
-            size = self._consumed(slot, job_ad, slot_ad)
+            size = sizing.consumed(slot, job_ad, slot_ad)
         else:
-            size = self._dynamic_size(job_ad, slot_ad)
+            size = sizing.dynamic_size(self.cfg, slot, job_ad, slot_ad)
         if isinstance(size, str):
             return ClaimOutcome(False, f"{self.name_of(slot)}: {size}")
+        size = sizing.with_floors(size)
         if not size.fits(slot.free):
             want = f"{size.cpus} cpus/{size.memory} MB/{size.disk} KB" + "".join(f"/{v} {k}" for k, v in size.custom)
             left = f"{slot.free.cpus}/{slot.free.memory}/{slot.free.disk}" + "".join(
@@ -369,9 +318,10 @@ class Machine:
         sub_id = 1
         while sub_id in slot.children:
             sub_id += 1
-        claim = Claim(self.ids.next(), schedd_name, schedd_address, submitter, now, now)
+        claim = Claim(self.ids.next(), schedd_name, schedd_address, submitter, now, now, rank=rank)
         d = Slot(slot.slot_id, sub_id, SlotKind.DYNAMIC, slot.spec, size, size, CLAIMED, IDLE, now, now,
                  claim=claim)
+        d.capability = self._offer(d)
         slot.children.add(sub_id)
         slot.free = slot.free - size
         self.slots[d.short_name] = d
@@ -385,41 +335,11 @@ class Machine:
             out.leftover_claim_id = slot.capability
         return out
 
-    def _decided_size(self, decided: dict[str, int]) -> Resources | str:
-        lower = {k.lower(): v for k, v in decided.items()}
-        unknown = [k for k in lower if k not in {n.lower() for n in self.cfg.machine.names}]
-        if unknown:
-            return f"the negotiator's split names unknown resources: {', '.join(unknown)}"
-        if any(v < 0 for v in lower.values()):
-            return "the negotiator's split has a negative amount"
-        return Resources.of({n: lower.get(n.lower(), 0) for n in self.cfg.machine.names})
-
-    def _consumed(self, slot: Slot, job_ad: classad2.ClassAd, slot_ad: classad2.ClassAd) -> Resources | str:
-        """A consumption policy's split: Consumption<Res> with the slot as MY, the job as TARGET."""
-        amounts: dict[str, int] = {}
-        for res, expr in slot.spec.consumption:
-            v = ads.as_number(ads.evaluate(ads.parse_expr(expr), slot_ad, job_ad))
-            if v is None:
-                return f"Consumption{res} = {expr} does not evaluate to a number for this job"
-            amounts[res] = int(-(-v // 1))
-        return Resources.of(amounts)
-
-    def _dynamic_size(self, job_ad: classad2.ClassAd, slot_ad: classad2.ClassAd) -> Resources | str:
-        values: dict[str, int] = {}
-        for attr, expr in self.cfg.modify_request_exprs:
-            v = ads.as_number(ads.evaluate(classad2.ExprTree(expr), job_ad, slot_ad))
-            if v is None:
-                v = ads.as_number(ads.get(job_ad, attr))
-            if v is None:
-                return f"the job's {attr} does not evaluate to a number"
-            values[attr[len("Request"):]] = int(-(-v // 1))
-        for r in self.cfg.custom_resources:
-            if r not in values:
-                v = ads.as_number(ads.get(job_ad, f"Request{r}"))
-                values[r] = int(-(-v // 1)) if v is not None else 0
-        return Resources.of({"Cpus": max(1, values["Cpus"]), "Memory": max(1, values["Memory"]),
-                             "Disk": max(1, values["Disk"]),
-                             **{r: max(0, values[r]) for r in self.cfg.custom_resources}})
+    def _offer(self, slot: Slot) -> str:
+        """A fresh claim id that a claimed slot offers for a preempting claim."""
+        cap = self.ids.next()
+        self.registry[cap] = (self, slot.short_name)
+        return cap
 
     def activate(self, slot: Slot, job_ad: classad2.ClassAd, now: float) -> tuple[bool, str, float]:
         c = slot.claim
@@ -429,6 +349,23 @@ class Machine:
             return False, f"{self.host} is draining ({self.drain.reason}): no new jobs", 0.0
         if slot.activity == BUSY:
             return False, f"{self.name_of(slot)} is already running job {c.job_id}", 0.0
+        if slot.pre is not None or slot.state != CLAIMED:
+            return False, f"{self.name_of(slot)} is being preempted ({slot.state}/{slot.activity}): no new jobs", 0.0
+        # command.cpp activate_claim: the slot's Requirements (START, WithinResourceLimits)
+        # must accept this job too; a claim reused for another job is checked again here.
+        job_ad["CurrentTime"] = int(now)
+        slot_ad = self.classad(slot, now)
+        if slot.spec.consumption_policy and slot.kind is SlotKind.DYNAMIC:
+            # A dynamic slot of a consumption policy: what the policy consumes for this job
+            # (a Request<Res> it does not set counting 0) must fit the slot
+            # (cp_sufficient_assets), and START must accept the job.
+            size = sizing.consumed(slot, job_ad, slot_ad)
+            fits = size.fits(slot.size) if isinstance(size, Resources) else size == sizing.CONSUMES_NOTHING
+            accepted = fits and ads.is_true(ads.evaluate(slot_ad.lookup("Start"), slot_ad, job_ad))
+        else:
+            accepted = job_ad.matches(slot_ad)
+        if not accepted:
+            return False, f"{self.name_of(slot)}: Slot does not match job (the slot's Requirements reject it)", 0.0
         cluster = ads.get(job_ad, "ClusterId")
         proc = ads.get(job_ad, "ProcId")
         c.job_id = f"{cluster}.{proc}"
@@ -437,6 +374,7 @@ class Machine:
         c.job_end = now + job_duration(job_ad)
         c.evict_at = 0.0
         c.last_alive = now
+        c.rank = policy.rank(self, slot, job_ad, now)
         slot.set_state(CLAIMED, BUSY, now)
         self.dirty = True
         return True, "", c.job_end
@@ -464,7 +402,8 @@ class Machine:
         self.dirty = True
 
     def release(self, slot: Slot, now: float, reason: str, *, lost: bool = False) -> JobEvent | None:
-        """End the claim on `slot`; a running job is evicted. Returns the event to report, if any."""
+        """End the claim on `slot`; a running job is evicted. Returns the event to report, if any.
+        A preempting claim waiting for the slot takes it (preemption.take_over reports that)."""
         c = slot.claim
         if c is None:
             return None
@@ -472,12 +411,19 @@ class Machine:
         if lost:
             event = JobEvent("claim_lost", c.id, c.job_id, self.name_of(slot), c.schedd_address, now, reason,
                              c.job_start)
-        elif slot.activity in (BUSY, RETIRING, VACATING):
+        elif slot.activity in (BUSY, RETIRING, VACATING, KILLING):
             event = JobEvent("evicted", c.id, c.job_id, self.name_of(slot), c.schedd_address, now, reason,
                              c.job_start)
         slot.claim = None
         self.registry.pop(c.id, None)
         self.dirty = True
+        slot.retire_until = slot.vacate_until = 0.0
+        slot.preempt_reason = ""
+        if slot.pre is not None:
+            return event   # the slot stays; preemption.take_over gives it to the preempting claim
+        if slot.capability:
+            self.registry.pop(slot.capability, None)
+            slot.capability = ""
         if slot.kind is SlotKind.DYNAMIC:
             parent = self.slots[f"slot{slot.slot_id}"]
             parent.free = parent.free + slot.size
@@ -489,6 +435,7 @@ class Machine:
             self.registry[slot.capability] = (self, slot.short_name)
             slot.set_state(DRAINED if self.drain is not None else UNCLAIMED,
                            RETIRING if self.drain is not None else IDLE, now)
+            self.refresh_owner(now)
         return event
 
     def running(self) -> list[Slot]:
@@ -506,7 +453,8 @@ class Startd:
         self.cfg = cfg
         self.ids = ClaimIds(address, now, secret)
         self.registry: dict[str, tuple[Machine, str]] = {}
-        self.machines = {h: Machine(h, cfg, address, now, self.ids, self.registry) for h in hosts}
+        self.shared = Shared()
+        self.machines = {h: Machine(h, cfg, address, now, self.ids, self.registry, self.shared) for h in hosts}
 
     def _lookup(self, key: str) -> tuple[Machine, Slot] | None:
         entry = self.registry.get(key)
@@ -521,10 +469,14 @@ class Startd:
         return found if found is not None and found[1].capability == capability else None
 
     def find_claim(self, claim_id: str) -> tuple[Machine, Slot] | None:
+        """The slot a claim id belongs to: its current claim, or a preempting claim waiting for it."""
         found = self._lookup(claim_id)
-        if found is None or found[1].claim is None or found[1].claim.id != claim_id:
+        if found is None:
             return None
-        return found
+        s = found[1]
+        if (s.claim is not None and s.claim.id == claim_id) or (s.pre is not None and s.pre.id == claim_id):
+            return found
+        return None
 
     def claims(self) -> list[tuple[Machine, Slot]]:
         return [(m, s) for m in self.machines.values() for s in m.slots.values() if s.claim is not None]
@@ -537,7 +489,8 @@ class Startd:
             if found is None:
                 unknown.append(cid)
                 continue
-            c = found[1].claim
+            s = found[1]
+            c = s.claim if s.claim is not None and s.claim.id == cid else s.pre
             assert c is not None
             c.last_alive = now
             if schedd_address:
@@ -545,8 +498,17 @@ class Startd:
         return unknown
 
     def expire_leases(self, now: float) -> list[JobEvent]:
+        from daemons.startd.preemption import take_over, withdraw
+
         events = []
         lease = self.cfg.claim_lease_s
+        for m, s in [(m, s) for m in self.machines.values() for s in list(m.slots.values()) if s.pre is not None]:
+            pre = s.pre
+            assert pre is not None
+            if now - pre.last_alive > lease:
+                withdraw(m, s, now)
+                events.append(JobEvent("claim_lost", pre.id, "", m.name_of(s), pre.schedd_address, now,
+                                       f"claim lease expired (not kept alive for {lease:.0f} s)"))
         for m, s in self.claims():
             c = s.claim
             assert c is not None
@@ -554,6 +516,7 @@ class Startd:
                 ev = m.release(s, now, f"claim lease expired (not kept alive for {lease:.0f} s)", lost=True)
                 if ev is not None:
                     events.append(ev)
+                take_over(m, s, now)
         return events
 
     def counts(self) -> dict[str, int]:

@@ -36,6 +36,10 @@ SLOT_TYPE_1_PARTITIONABLE = True
 NUM_SLOTS_TYPE_1 = 1
 """
 
+# HTCondor's default slot layout since HTCondor 23 is one partitionable slot with the whole
+# machine; tests that want one static slot per cpu say so.
+STATIC = "SLOT_TYPE_0_PARTITIONABLE = False\n"
+
 SLEEP = "universe = vanilla\nexecutable = /bin/sleep\narguments = {seconds}\nqueue {n}\n"
 
 

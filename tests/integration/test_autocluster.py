@@ -6,7 +6,7 @@ import aiohttp
 from daemons.cli.client import PoolClient, wait_for
 from daemons.pb.htcpool import schedd_pb2
 
-from .conftest import PSLOT, attr, htcpool, wait_jobs, wait_slots
+from .conftest import STATIC, PSLOT, attr, htcpool, wait_jobs, wait_slots
 
 
 async def _autoclusters(c: PoolClient) -> dict[int, list[str]]:
@@ -20,7 +20,7 @@ async def _schedd_status(pool) -> dict:
 
 
 async def test_rank_on_a_custom_attribute_makes_five_autoclusters(make_pool):
-    pool = make_pool("NUM_CPUS = 1\nSTART = False\n")
+    pool = make_pool(STATIC + "NUM_CPUS = 1\nSTART = False\n")
     async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit("executable = /bin/sleep\narguments = 10\nrank = TARGET.Memory * MY.Foo\n"
@@ -41,7 +41,7 @@ async def test_rank_on_a_custom_attribute_makes_five_autoclusters(make_pool):
 
 
 async def test_editing_a_significant_attribute_moves_the_job(make_pool):
-    pool = make_pool("NUM_CPUS = 1\nSTART = False\n")
+    pool = make_pool(STATIC + "NUM_CPUS = 1\nSTART = False\n")
     async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit("executable = /bin/sleep\narguments = 10\nrank = MY.Foo\n+Foo = 1\nqueue 3\n", "f.sub", "bob")
@@ -82,7 +82,7 @@ async def test_a_rejected_autocluster_is_skipped_and_all_its_jobs_carry_the_reas
 
 async def test_start_expression_makes_a_job_attribute_significant(make_pool):
     # Three slots for two physics jobs: the chemistry jobs are considered, and START refuses them.
-    pool = make_pool('NUM_CPUS = 3\nSTART = TARGET.Department =?= "physics"\nNEGOTIATOR_INTERVAL = 1000000\n')
+    pool = make_pool(STATIC + 'NUM_CPUS = 3\nSTART = TARGET.Department =?= "physics"\nNEGOTIATOR_INTERVAL = 1000000\n')
     async with pool.client() as c:
         await wait_slots(c, 3)
         await c.submit('executable = /bin/sleep\narguments = 1000\n+Department = "physics"\nqueue 2\n', "p.sub", "dan")
@@ -112,7 +112,7 @@ async def test_start_expression_makes_a_job_attribute_significant(make_pool):
 
 
 async def test_switching_autoclustering_off_gives_every_job_its_own_cluster(make_pool):
-    pool = make_pool("NUM_CPUS = 1\nSTART = False\nSCHEDD_AUTOCLUSTERING = False\n")
+    pool = make_pool(STATIC + "NUM_CPUS = 1\nSTART = False\nSCHEDD_AUTOCLUSTERING = False\n")
     async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit("executable = /bin/sleep\narguments = 10\nqueue 4\n", "four.sub", "erin")
@@ -137,3 +137,20 @@ def test_bad_autocluster_knobs_stop_the_schedd(tmp_path):
         assert r.returncode == 2, r.stderr
         assert message in r.stderr, r.stderr
         assert "ac.conf, line 2" in r.stderr
+
+
+async def test_a_partly_matched_request_counts_every_job_considered(make_pool):
+    """HTCondor's negotiator counts every job it is asked about (num_jobs_considered): a
+    request for three jobs of one autocluster on a pool of two slots is three considered,
+    two matched and one rejected, and the rejection's reason reaches the third job."""
+    pool = make_pool(STATIC + "NUM_CPUS = 2\nNEGOTIATOR_CONSIDER_PREEMPTION = False\n")
+    async with pool.client() as c:
+        await wait_slots(c, 2)
+        await c.submit("executable = /bin/sleep\narguments = 100000\nqueue 3\n", "three.sub", "pat")
+
+        async def matching_cycle():
+            return next((r for r in await c.cycles() if r.matches), None)
+        cycle = await wait_for(matching_cycle, timeout_s=30, what="the cycle that matches")
+        assert (cycle.requests, cycle.considered, cycle.matches, cycle.rejections) == (1, 3, 2, 1)
+        idle = await wait_jobs(c, "JobStatus == 1 && LastRejMatchReason =!= undefined", 1)
+        assert attr(idle[0], "LastRejMatchReason") == "no match found"

@@ -7,7 +7,7 @@ import pytest
 from daemons.core import ads
 from daemons.pb.htcpool import collector_pb2, collector_pb2_grpc, common_pb2, schedd_pb2
 
-from .conftest import htcpool, wait_slots
+from .conftest import STATIC, htcpool, wait_slots
 
 BAD_SUBMITS = {
     "badexpr.sub": ("executable = /bin/sleep\nrequirements = (TARGET.Cpus > \nqueue\n",
@@ -21,7 +21,7 @@ BAD_SUBMITS = {
 
 
 async def test_bad_submit_files_are_refused_and_the_queue_is_intact(make_pool, tmp_path):
-    pool = make_pool("NUM_CPUS = 1\nSTART = False\n")
+    pool = make_pool(STATIC + "NUM_CPUS = 1\nSTART = False\n")
     async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit("executable = /bin/sleep\narguments = 5\nqueue 3\n", "good.sub", "alice")
@@ -46,7 +46,7 @@ async def test_bad_submit_files_are_refused_and_the_queue_is_intact(make_pool, t
 
 
 async def test_bad_constraints_and_edits_are_refused(make_pool):
-    pool = make_pool("NUM_CPUS = 1\nSTART = False\n")
+    pool = make_pool(STATIC + "NUM_CPUS = 1\nSTART = False\n")
     async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit("executable = /bin/sleep\nqueue\n", "one.sub", "alice")
@@ -63,7 +63,7 @@ async def test_bad_constraints_and_edits_are_refused(make_pool):
 
 
 async def test_collector_refuses_garbage_updates_whole(make_pool):
-    pool = make_pool("NUM_CPUS = 1\n")
+    pool = make_pool(STATIC + "NUM_CPUS = 1\n")
     # Advertising is for daemons (DAEMON level): act as one, so the refusals are the ads'.
     async with pool.client("condor") as c:
         await wait_slots(c, 1)

@@ -6,7 +6,7 @@ import json
 
 from daemons.cli.experiments.loading import loading_factor
 
-from .conftest import htcpool
+from .conftest import STATIC, htcpool
 
 # Three durations: the middle of the first tooth, the bottom of the second (the job ends
 # just after a cycle and waits almost a whole one), near the top of the third. C = 60 pool
@@ -53,7 +53,7 @@ async def test_cycles_start_an_interval_after_the_previous_start(make_pool):
 
     from daemons.cli.client import wait_for
 
-    pool = make_pool("NUM_CPUS = 1\nNEGOTIATOR_CYCLE_DELAY = 0\nNEGOTIATOR_INTERVAL = 20\n")
+    pool = make_pool(STATIC + "NUM_CPUS = 1\nNEGOTIATOR_CYCLE_DELAY = 0\nNEGOTIATOR_INTERVAL = 20\n")
     async with pool.client() as c:
         async def five_cycles():
             found = await c.cycles()

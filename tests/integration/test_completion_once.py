@@ -14,7 +14,7 @@ import pytest
 from daemons.cli.client import wait_for
 from daemons.schedd.history import SEQ_ATTR
 
-from .conftest import PSLOT, SLEEP, attr, wait_jobs, wait_slots
+from .conftest import STATIC, PSLOT, SLEEP, attr, wait_jobs, wait_slots
 
 
 def _ids(history) -> list[str]:
@@ -75,7 +75,7 @@ async def test_a_crash_at_each_point_of_the_completion_path_records_the_job_once
 
 
 async def test_removing_jobs_records_them_once_across_restarts(make_pool):
-    pool = make_pool("NUM_CPUS = 1\nSTART = False\n")
+    pool = make_pool(STATIC + "NUM_CPUS = 1\nSTART = False\n")
     async with pool.client() as c:
         await wait_slots(c, 1)
         cluster, _ = await c.submit(SLEEP.format(seconds=5, n=4), "four.sub", "carol")

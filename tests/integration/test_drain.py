@@ -84,12 +84,23 @@ async def test_resume_on_completion_puts_the_machine_back(make_pool):
         await c.submit("executable = /bin/sleep\narguments = 200\nqueue\n", "one.sub", "carol")
         await wait_jobs(c, "JobStatus == 2", 1)
         await c.drain("testhost", resume_on_completion=True)
-        await wait_jobs(c, "true", 1, history=True)
+
+        async def draining():
+            m = await _machine(c, "testhost")
+            return m if attr(m, "Draining") is True else None
+        m = await wait_for(draining, timeout_s=20, what="the machine to advertise its drain")
+        assert (attr(m, "State"), attr(m, "Activity")) == ("Drained", "Retiring")
+        done = await wait_jobs(c, "true", 1, history=True)
+        # The drain was graceful: the job finished, once, where it was.
+        assert [(attr(j, "JobStatus"), attr(j, "NumJobStarts")) for j in done] == [(4, 1)]
 
         async def resumed():
             m = await _machine(c, "testhost")
             return attr(m, "Draining") is False and attr(m, "State") == "Unclaimed"
         await wait_for(resumed, timeout_s=20, what="the machine back in service")
+    log = (pool.state_dir / "log" / "StartLog").read_text()
+    drained = log.index("testhost: drained after")
+    assert log.index("testhost: back in service (resume on completion)") > drained
 
 
 async def test_bad_drains_are_refused_and_change_nothing(make_pool):

@@ -99,21 +99,23 @@ DRAINBOSS_OPTIONS = --setpoint 1 --propband 1 --maxtodrain 1 --keepgoing
 """)
     async with pool.client() as c:
         await _fill_then_queue(c, 2, grouped=True)
-        drained: list[str] = []
+
+        def drained() -> list[str]:
+            # Every machine drained so far: with --keepgoing a later run drains another while
+            # the first one's jobs still retire, and either may free up first.
+            log = (pool.state_dir / "log" / "DrainBossLog").read_text()
+            return [line.split("drained 1 [", 1)[1].split("]", 1)[0] for line in log.splitlines()
+                    if "drained 1 [" in line]
 
         async def first_drained() -> str | None:
-            if not drained:
-                log = (pool.state_dir / "log" / "DrainBossLog").read_text()
-                drained.extend(line.split("drained 1 [", 1)[1].split("]", 1)[0] for line in log.splitlines()
-                               if "drained 1 [" in line)
-            return drained[0] if drained else None
+            return next(iter(drained()), None)
         host, who, jobs = await _first_use_of(c, first_drained)
         assert who == "mc", f"single-core jobs took {host}, which DrainBoss drained for the multicore job"
         idle_sc = await c.jobs("JobStatus == 1 && ClusterId == 2")
         assert idle_sc, "single-core jobs were waiting all along"
         # The multicore job runs on a machine DrainBoss drained, and no waiting single-core
         # job ever started there.
-        assert _host(jobs[0]) in drained
+        assert _host(jobs[0]) in drained()
         busy = await c.ads("Machine", f'DynamicSlot && Machine == "{_host(jobs[0])}"', ["JobId"])
         assert [ads.get(s, "JobId") for s in busy] == ["3.0"]
 

@@ -177,4 +177,4 @@ async def test_bad_policies_are_reported_and_the_rest_of_the_pool_negotiates(mak
     log = (pool.state_dir / "log" / "NegotiatorLog").read_text()
     assert "GROUP_QUOTA_a = -3 is negative" in log
     assert "GROUP_QUOTA_zzz names group 'zzz', which GROUP_NAMES does not list; ignored" in log
-    assert 'ConsumptionCpus = "four" does not evaluate to a number' in log
+    assert 'ConsumptionCpus = "four" does not evaluate to a non-negative number' in log

@@ -5,7 +5,7 @@ import aiohttp
 
 from daemons.cli.client import wait_for
 
-from .conftest import SLEEP, attr, PSLOT, wait_jobs, wait_slots
+from .conftest import STATIC, SLEEP, attr, PSLOT, wait_jobs, wait_slots
 
 
 
@@ -36,7 +36,7 @@ async def test_partitionable_slot_carves_dynamic_slots_and_jobs_complete(make_po
 
 
 async def test_static_slots_run_one_job_each(make_pool):
-    pool = make_pool("NUM_CPUS = 2\nCLAIM_WORKLIFE = 0\n")
+    pool = make_pool(STATIC + "NUM_CPUS = 2\nCLAIM_WORKLIFE = 0\n")
     async with pool.client() as c:
         slots = await wait_slots(c, 2)
         assert sorted(attr(s, "SlotType") for s in slots) == ["Static", "Static"]

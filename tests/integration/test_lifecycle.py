@@ -12,7 +12,7 @@ from daemons.collector.daemon import CollectorConfig, CollectorDaemon
 from daemons.core.clock import PoolClock
 from daemons.core.common import CommonConfig
 
-from .conftest import PSLOT, wait_jobs, wait_slots
+from .conftest import STATIC, PSLOT, wait_jobs, wait_slots
 
 
 def _common(tmp_path: Path) -> CommonConfig:
@@ -79,7 +79,7 @@ async def test_status_pages_metrics_and_cycle_records(make_pool):
 
 
 async def test_shutdown_withdraws_the_daemons_ads(make_pool):
-    pool = make_pool("NUM_CPUS = 2\n")
+    pool = make_pool(STATIC + "NUM_CPUS = 2\n")
     async with pool.client() as c:
         await wait_slots(c, 2)
         assert len(await c.ads("Negotiator")) == 1
@@ -94,7 +94,7 @@ async def test_shutdown_withdraws_the_daemons_ads(make_pool):
 
 
 async def test_reschedule_starts_a_cycle_at_once(make_pool):
-    pool = make_pool("NUM_CPUS = 1\nNEGOTIATOR_INTERVAL = 1000000\nNEGOTIATOR_CYCLE_DELAY = 0\n")
+    pool = make_pool(STATIC + "NUM_CPUS = 1\nNEGOTIATOR_INTERVAL = 1000000\nNEGOTIATOR_CYCLE_DELAY = 0\n")
     async with pool.client() as c:
         await wait_slots(c, 1)
         before = len(await c.cycles())

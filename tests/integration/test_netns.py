@@ -21,7 +21,7 @@ import urllib.request
 
 import pytest
 
-from daemons.cli.client import strip_addr
+from daemons.cli.client import strip_addr, wait_for
 from daemons.cli.pool import LocalPool
 from daemons.core import ads
 from daemons.harness import netns
@@ -164,7 +164,12 @@ async def test_unreachable_advertised_addresses_are_named_by_both_ends(tmp_path)
                                "--name", host], env=dict(base, **extra), stdout=f, stderr=subprocess.STDOUT,
                               cwd=str(tmp_path))
         async with secrets.client(f"{n['collector'].ip}:9618") as c:
-            await wait_slots(c, 2, timeout_s=60)   # both are in the pool...
+            # Both are in the pool... (by their daemon ads: both emulate a machine named
+            # testhost, whose one partitionable slot, HTCondor's default layout, has one name)
+            async def both_startds():
+                found = await c.ads("StartDaemon")
+                return found if len(found) >= 2 else None
+            await wait_for(both_startds, timeout_s=60, what="both startds' ads")
         col = lambda: outs["collector"].read_text()   # noqa: E731
         # ...but nobody can call them, and the collector says so, naming the knobs.
         wait_until(lambda: f"127.0.0.1 is a loopback address and the update came from {n['loop'].ip}" in col(),

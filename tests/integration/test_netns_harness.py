@@ -7,6 +7,8 @@ import pytest
 
 from daemons.harness import netns
 
+from .conftest import wait_until
+
 WHY = netns.unavailable()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=f"namespace harness: {WHY}")
 
@@ -67,7 +69,8 @@ def test_processes_inside_are_stopped_and_stale_runs_cleaned():
     net = netns.Network(["a"]).create()
     try:
         p = net["a"].popen(["sleep", "600"])
-        assert p.pid in net["a"].pids()   # same PID: ip netns exec replaces itself
+        # Same PID: ip netns exec replaces itself, once it has entered the namespace.
+        wait_until(lambda: p.pid in net["a"].pids(), timeout_s=30, what="the process inside the namespace")
     finally:
         net.close()
     assert p.poll() is not None and leftovers(net.token) == []

@@ -10,7 +10,7 @@ import sys
 from daemons.cli.client import wait_for
 from daemons.core.security.keys import create_key_file
 
-from .conftest import SLEEP, attr, FAST, PSLOT, wait_jobs, wait_slots
+from .conftest import STATIC, SLEEP, attr, FAST, PSLOT, wait_jobs, wait_slots
 
 
 
@@ -39,7 +39,7 @@ async def test_schedd_kill9_mid_run_keeps_the_queue_and_reconnects(make_pool):
 
 
 async def test_submit_is_durable_across_kill9(make_pool):
-    pool = make_pool("NUM_CPUS = 1\nSTART = False\n")
+    pool = make_pool(STATIC + "NUM_CPUS = 1\nSTART = False\n")
     async with pool.client() as c:
         await wait_slots(c, 1)
         cluster, n = await c.submit(SLEEP.format(seconds=10, n=25), "many.sub", "bob")

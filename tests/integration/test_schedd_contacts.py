@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 
-from .conftest import PSLOT, SLEEP, attr, wait_jobs, wait_slots
+from .conftest import STATIC, PSLOT, SLEEP, attr, wait_jobs, wait_slots
 
 
 async def test_one_startd_contact_at_a_time_still_runs_every_match(make_pool):
     # Static slots and a partitionable slot's leftovers both go through the limit.
-    pool = make_pool("NUM_CPUS = 4\nMAX_PENDING_STARTD_CONTACTS = 1\n", machines=3)
+    pool = make_pool(STATIC + "NUM_CPUS = 4\nMAX_PENDING_STARTD_CONTACTS = 1\n", machines=3)
     async with pool.client() as c:
         await wait_slots(c, 12)
         await c.submit(SLEEP.format(seconds=400, n=10), "ten.sub", "alice")

@@ -228,6 +228,26 @@ def test_add_match_charges_within_the_cycle():
     assert a.customers["g.alice@d"].resources_used == 2.0
 
 
+def test_a_match_stays_charged_until_its_slot_ad_is_heard_from_since():
+    # Matched at 100.5 on slot1 (a split of a p-slot) and slot2; the next cycle's ads:
+    # slot1 last heard at 90 (before the match: still charged, with its limit), slot2 at 100
+    # (the match's own second: its claim is in the ads, so not charged twice).
+    a = acct()
+    a.check_matches([], {})
+    a.add_match("g.alice@d", ["g"], 2.0, "db", slot="slot1@h", at=100.5)
+    a.add_match("bob@d", [], 1.0, "", slot="slot2@h", at=100.5)
+    a.check_matches([("bob@d", [], 1.0, "")], {"slot1@h": 90.0, "slot2@h": 100.0})
+    assert (a.weighted_used("g.alice@d"), a.weighted_used("g"), a.weighted_used("bob@d")) == (2.0, 2.0, 1.0)
+    assert a.limit_usage == {"db": 1.0}
+    assert [p.slot for p in a.pending] == ["slot1@h"]
+    # Heard from after the match without a claim (the claim failed), or gone: forgotten.
+    a.check_matches([], {"slot1@h": 130.0})
+    assert (a.weighted_used("g.alice@d"), a.limit_usage, a.pending) == (0.0, {}, [])
+    a.add_match("bob@d", [], 1.0, "", slot="slot3@h", at=200.0)
+    a.check_matches([], {})
+    assert (a.weighted_used("bob@d"), a.pending) == (0.0, [])
+
+
 def test_in_cycle_usage_is_what_the_next_update_charges():
     a = acct()
     a.update_priorities(0.0)

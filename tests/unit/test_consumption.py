@@ -209,7 +209,7 @@ def test_undefined_slot_weight_costs_its_cpus_and_is_reported():
 
 def test_submitter_limit_rejects_a_match_costing_more_than_is_allowed():
     m = mm(pslot())
-    assert m.match(request(), used=1.0, allowed=2.0) == Rejection(SUBMITTER_LIMIT)
+    assert m.match(request(), used=1.0, allowed=2.0) == Rejection(SUBMITTER_LIMIT, limited=True)
     assert left(m) == (3, 200, 2000)      # nothing was taken
 
 
@@ -226,7 +226,7 @@ def test_submitter_limit_allows_a_match_within_the_limit():
 
 
 def test_submitter_with_no_pie_gets_nothing():
-    assert mm(pslot()).match(request(), used=0.0, allowed=0.0) == Rejection(SUBMITTER_LIMIT)
+    assert mm(pslot()).match(request(), used=0.0, allowed=0.0) == Rejection(SUBMITTER_LIMIT, limited=True)
 
 
 def test_no_matching_slot_is_no_match_not_a_limit():

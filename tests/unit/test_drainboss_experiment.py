@@ -109,3 +109,12 @@ def test_simc_worked_example():
 def test_simc_refuses_nonsense():
     with pytest.raises(ValueError):
         simc(0, 300, 1)
+
+
+def test_steady_state_starts_where_the_climb_reaches_its_level():
+    from daemons.cli.experiments.multicore_workload import steady_start
+    climb = [sample(mc, t=float(i)) for i, mc in enumerate([0, 5, 10, 20, 28, 30, 31, 29, 30, 30, 31, 29])]
+    # The second half settles at 30; 90% of it (27) is first reached at sample 4.
+    assert steady_start(climb) == 4
+    assert steady_start([sample(0), sample(0)]) == 0 and steady_start([]) == 0
+    assert steady_start([sample(0)] * 10 + [sample(1)] + [sample(0)] * 9) == 0   # a level below one job

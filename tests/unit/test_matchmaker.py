@@ -85,3 +85,15 @@ def test_a_matched_slot_leaves_the_cycle():
 def test_current_time_is_the_cycle_time():
     m = mm([slot("s1@a", 1000, requirements=f"CurrentTime == {int(NOW)}")])
     assert m.match(request()).slot_name == "s1@a"
+
+
+def test_boolean_ranks_count_as_one_and_zero():
+    """matchmaker.cpp calculateRanks reads every rank with EvalFloat, which takes a boolean
+    as 1.0 or 0.0: the job's Rank, NEGOTIATOR_PRE_JOB_RANK and NEGOTIATOR_POST_JOB_RANK."""
+    slots = [slot("s1@a", 1000, DataSet='"A"'), slot("s2@a", 1000, DataSet='"B"')]
+    r = mm(slots, pre_job_rank='MY.DataSet == "B"').match(request())
+    assert (r.slot_name, r.ranks) == ("s2@a", (1.0, 0.0, 0.0))
+    r = mm(slots).match(request(rank='TARGET.DataSet == "B"'))
+    assert (r.slot_name, r.ranks) == ("s2@a", (0.0, 1.0, 0.0))
+    r = mm(slots, post_job_rank='MY.DataSet == "B"').match(request())
+    assert (r.slot_name, r.ranks) == ("s2@a", (0.0, 0.0, 1.0))

@@ -141,3 +141,29 @@ def test_match_many_evaluates_each_group_once_for_many_matches():
     got, rejection = mm.match_many(request(1, 1024), 150)
     assert (len(got), rejection, mm.evaluations) == (150, None, 1)
     assert [m.slot_name for m in got] == [f"slot1@h{i:03d}" for i in range(150)]
+
+
+def test_requests_alike_in_their_significant_attributes_share_results_and_agree_with_a_fresh_search():
+    from daemons.negotiator.significant import SignificantAttributes
+    from daemons.negotiator.slotads import SlotCache as Cache
+    for seed in range(15):
+        rng = random.Random(300 + seed)
+        slots = _pool(rng)
+        hosts = sorted({s.eval("Machine") for s in slots})
+        for policy in (MatchPolicy(), MatchPolicy(PRE, POST)):
+            cache = Cache()
+            views = [cache.view(repr(s), classad2.ClassAd(repr(s))) for s in slots]
+            sig = SignificantAttributes().compute_views(views, [policy.pre_job_rank, policy.post_job_rank], "")
+            shared = Matchmaker.from_views(views, policy, 1000.0, cache, significant=sig)
+            plain = Matchmaker.from_ads([classad2.ClassAd(repr(s)) for s in slots], policy, 1000.0)
+            reqs = _requests(rng, hosts)
+            # Jobs that differ only in what no slot looks at (their arguments) are requested
+            # one by one, as a schedd that does not autocluster sends them.
+            for req in reqs[:10] + reqs[:10]:
+                for args in ("a", "b"):
+                    r = classad2.ClassAd(repr(req))
+                    r["Args"] = args
+                    a, b = shared.match(classad2.ClassAd(repr(r))), plain.match(classad2.ClassAd(repr(r)))
+                    assert (a.slot_name if isinstance(a, Match) else a) == (
+                        b.slot_name if isinstance(b, Match) else b), (seed, policy)
+            assert shared.evaluations <= plain.evaluations

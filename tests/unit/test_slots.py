@@ -235,20 +235,24 @@ def test_pslot_ad_attributes():
     assert (a["PartitionableSlot"], a["NumDynamicSlots"], a["ChildCpus"]) == (True, 1, [1])
 
 
-def test_dynamic_slot_ad_has_no_capability():
+def test_dynamic_slot_ad_has_its_parents_slot_type_and_offers_a_preempting_claim():
+    # Resource.cpp: a dynamic slot's CpuAttributes carry the p-slot's type id.
     m = pslot_startd().machines["host"]
-    claim(m, m.slots["slot1"])
-    a = m.slot_ad(m.slots["slot1_1"], NOW)
-    assert (a["Name"], a["SlotType"], a["TotalSlotCpus"], a["SlotTypeID"]) == ("slot1_1@host", "Dynamic", 1, -1)
-    assert "Capability" not in a
-    assert "ClaimId" not in a
+    out = claim(m, m.slots["slot1"])
+    d = m.slots["slot1_1"]
+    a = m.slot_ad(d, NOW)
+    assert (a["Name"], a["SlotType"], a["TotalSlotCpus"], a["SlotTypeID"]) == ("slot1_1@host", "Dynamic", 1, 1)
+    assert a["ClaimId"] == d.capability
+    assert d.capability not in ("", out.claim_id)
 
 
-def test_static_slot_ad_capability_only_while_unclaimed():
+def test_static_slot_ad_offers_a_new_claim_id_once_claimed():
     m = static_startd().machines["host"]
     s = m.slots["slot2"]
     a = m.slot_ad(s, NOW)
     assert (a["Name"], a["SlotType"], a["Requirements"], a["SlotID"]) == ("slot2@host", "Static", "START", 2)
     assert a["Capability"] == s.capability
-    claim(m, s)
-    assert "Capability" not in m.slot_ad(s, NOW)
+    before = s.capability
+    out = claim(m, s)
+    after = m.slot_ad(s, NOW)["Capability"]
+    assert after not in (before, out.claim_id)

@@ -76,16 +76,30 @@ def test_two_fixed_slot_types_number_in_order():
     )
 
 
-def test_default_layout_is_one_static_single_cpu_slot_per_cpu():
+def test_default_layout_is_one_partitionable_slot_with_the_whole_machine():
+    # slot_builder.cpp countTypes: SLOT_TYPE_0_PARTITIONABLE defaults to true, NUM_SLOTS to 1.
     machine = Resources(cpus=4, memory=8192, disk=400000)
-    assert read_slot_types(Param.from_dict({}), machine) == (
-        SlotTypeSpec(1, 4, False, Resources(1, 2048, 100000)),)
+    assert read_slot_types(Param.from_dict({}), machine) == (SlotTypeSpec(0, 1, True, machine),)
 
 
-def test_num_slots_sets_the_default_layout():
+def test_default_static_layout_is_one_single_cpu_slot_per_cpu():
+    machine = Resources(cpus=4, memory=8192, disk=400000)
+    assert read_slot_types(Param.from_dict({"SLOT_TYPE_0_PARTITIONABLE": "False"}), machine) == (
+        SlotTypeSpec(0, 4, False, Resources(1, 2048, 100000)),)
+
+
+def test_num_slots_divides_the_default_layout():
     machine = Resources(cpus=4, memory=8192, disk=400000)
     assert read_slot_types(Param.from_dict({"NUM_SLOTS": "2"}), machine) == (
-        SlotTypeSpec(1, 2, False, Resources(2, 4096, 200000)),)
+        SlotTypeSpec(0, 2, True, Resources(2, 4096, 200000)),)
+    assert read_slot_types(Param.from_dict({"NUM_SLOTS": "2", "SLOT_TYPE_0_PARTITIONABLE": "False"}), machine) == (
+        SlotTypeSpec(0, 2, False, Resources(2, 4096, 200000)),)
+
+
+def test_a_slot_count_without_a_slot_type_takes_an_equal_share():
+    machine = Resources(cpus=4, memory=8192, disk=400000)
+    assert read_slot_types(Param.from_dict({"NUM_SLOTS_TYPE_1": "4"}), machine) == (
+        SlotTypeSpec(1, 4, False, Resources(1, 2048, 100000)),)
 
 
 def test_over_commit_names_the_resources():
@@ -125,10 +139,54 @@ def test_startd_attrs_are_published_with_their_expressions():
     assert cfg.startd_attrs == (("ConsumptionCpus", "quantize(target.RequestCpus, { 1 })"), ("Foo", "1 + 2"))
 
 
-def test_startd_attrs_naming_an_undefined_knob_is_an_error():
-    with pytest.raises(ConfigError) as e:
-        read_startd_config(Param.from_dict({"STARTD_ATTRS": "NotDefinedAnywhere"}))
-    assert "STARTD_ATTRS names NotDefinedAnywhere, but NotDefinedAnywhere is not defined" in str(e.value)
+def test_startd_attrs_naming_an_undefined_knob_is_skipped_with_a_warning():
+    cfg = read_startd_config(Param.from_dict({"STARTD_ATTRS": "NotDefinedAnywhere, Foo", "Foo": "1"}))
+    assert cfg.startd_attrs == (("Foo", "1"),)
+    assert cfg.warnings == ("configuration: STARTD_ATTRS names NotDefinedAnywhere, which is not defined for "
+                            "slot1; not advertised there",)
+
+
+def test_startd_attrs_per_slot_and_per_slot_type():
+    # ep-policy-configuration.rst, "Configuring STARTD_ATTRS on a per-slot basis".
+    cfg = read_startd_config(Param.from_dict({
+        "NUM_CPUS": "3", "SLOT_TYPE_0_PARTITIONABLE": "False",
+        "favorite_color": '"blue"', "favorite_season": '"spring"',
+        "STARTD_ATTRS": "favorite_color, favorite_season",
+        "SLOT2_favorite_color": '"green"', "SLOT3_favorite_season": '"summer"',
+        "SLOT1_STARTD_ATTRS": "favorite_movie", "favorite_movie": '"Brazil"',
+    }))
+    assert cfg.attrs_of(1) == (("favorite_color", '"blue"'), ("favorite_season", '"spring"'),
+                               ("favorite_movie", '"Brazil"'))
+    assert cfg.attrs_of(2) == (("favorite_color", '"green"'), ("favorite_season", '"spring"'))
+    assert cfg.attrs_of(3) == (("favorite_color", '"blue"'), ("favorite_season", '"summer"'))
+
+
+def test_an_attribute_defined_only_for_one_slot_is_advertised_by_that_slot_alone():
+    cfg = read_startd_config(Param.from_dict({
+        "NUM_CPUS": "2", "SLOT_TYPE_0_PARTITIONABLE": "False",
+        "STARTD_ATTRS": "MachineDataSet", "SLOT1_MachineDataSet": '"S00"'}))
+    assert (cfg.attrs_of(1), cfg.attrs_of(2)) == ((("MachineDataSet", '"S00"'),), ())
+    assert cfg.warnings == ("configuration: STARTD_ATTRS names MachineDataSet, which is not defined for slot2; "
+                            "not advertised there",)
+
+
+def test_policy_knobs_per_slot_type():
+    cfg = read_startd_config(Param.from_dict({
+        "NUM_CPUS": "4", "SLOT_TYPE_1": "cpus=2", "NUM_SLOTS_TYPE_1": "1", "SLOT_TYPE_1_PARTITIONABLE": "True",
+        "SLOT_TYPE_2": "cpus=2", "NUM_SLOTS_TYPE_2": "1",
+        "START": "TARGET.Owner =!= \"bob\"", "SLOT_TYPE_2_START": "false", "SLOT_TYPE_1_SLOT_WEIGHT": "Memory",
+        "SLOT_TYPE_2_IS_OWNER": "true", "SLOT_TYPE_1_MAXJOBRETIREMENTTIME": "3600",
+    }))
+    one, two = (cfg.policy(t) for t in cfg.slot_types)
+    assert (one.start, one.slot_weight, one.is_owner, one.max_job_retirement_time) == (
+        'TARGET.Owner isnt "bob"', "Memory", "False", "3600")
+    assert (two.start, two.slot_weight, two.is_owner, two.max_job_retirement_time) == ("false", "Cpus", "true", "0")
+
+
+def test_slot_weight_falls_back_to_a_slot_weight_macro():
+    # Resource.cpp: SLOT_WEIGHT, else SlotWeight, else Cpus (seed 001 sets SlotWeight).
+    cfg = read_startd_config(Param.from_dict({"SlotWeight": "floor(Memory / 512)"}))
+    assert cfg.policy(cfg.slot_types[0]).slot_weight == "floor(Memory / 512)"
 
 
 def test_modify_request_expr_fallbacks_are_htcondors_defaults():

@@ -18,9 +18,11 @@ def _autocluster(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], i
     p.add_argument("--jobs", type=int, default=5831, help="jobs (default 5831, as seed 000)")
     p.add_argument("--kinds", type=int, default=372, help="job kinds, i.e. autoclusters (default 372, as seed 000)")
     p.add_argument("--machine-scale", type=float, default=1.0, help="multiply every machine class's size")
-    # At 30 even a cycle without autoclustering (a few wall seconds) stays well inside its
-    # 300 s interval, so the figures do not depend on the scale.
-    p.add_argument("--time-scale", type=float, default=30.0, help="pool seconds per wall second (default 30)")
+    # A cycle must take a small part of its 300 s interval in pool time, as a real pool's
+    # (seconds) does: at 5 a cycle of 4 wall seconds is 20 pool seconds. At 30 a cycle
+    # without autoclustering takes most of the interval and the run is flagged as distorted.
+    p.add_argument("--time-scale", type=float, default=5.0,
+                   help="pool seconds per wall second (default 5; a run takes about 12 minutes)")
 
     def run(args: argparse.Namespace) -> int:
         from daemons.cli.experiments import autocluster

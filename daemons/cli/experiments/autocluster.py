@@ -8,24 +8,33 @@ autoclustering.
 The workload (seeded, see `workload`) mirrors those sizes: 85 users, 5,831 jobs,
 each user drawing 4 or 5 job kinds from a dozen templates (request sizes, a
 department, a GPU wish, an architecture, some that no machine can run), 372 kinds
-in all. Jobs of one kind differ only in what matchmaking ignores (arguments,
-duration) and in ImageSize, which varies within one 25% rounding bucket so that
-SCHEDD_ROUND_ATTR_ImageSize keeps them together. The machines (see
-`MACHINE_CLASSES`) are heterogeneous: desktops whose START looks at the job's
-ImageSize, department servers that START only their department's jobs, GPU nodes,
-ARM nodes, small old nodes. The same workload runs twice on fresh pools, with
-autoclustering on and off (SCHEDD_AUTOCLUSTERING = False: every job its own
-cluster); each run lasts a number of negotiation cycles and records, per cycle,
-the request ads the negotiator considered (every evaluation of a request against
-the pool: a match or a rejection) and how many of those produced a match.
+in all. The 372 autoclusters are there by construction: the generator emits exactly
+372 job kinds, and jobs of one kind differ only in what matchmaking ignores
+(arguments, duration) and in ImageSize, which varies within one 25% rounding bucket
+so that SCHEDD_ROUND_ATTR_ImageSize keeps them together. The machines (see
+`MACHINE_CLASSES`: 210 machines with 850 static slots) are heterogeneous: desktops
+whose START looks at the job's ImageSize, department servers that START only their
+department's jobs, GPU nodes, ARM nodes, small old nodes. The same workload runs twice
+on fresh pools, with autoclustering on and off (SCHEDD_AUTOCLUSTERING = False: every
+job its own cluster); each run lasts a number of negotiation cycles and records, per
+cycle, the job ads the negotiator considered, as HTCondor's negotiator counts them
+(num_jobs_considered: every job it was asked about, whether it matched or was
+rejected, in every pie spin) and how many of those produced a match.
 
 Calibration: the seed reports fractions, not its pool's size or its jobs' lengths,
 and the fractions depend on how many slots free up per cycle against how many jobs
 wait. The seed's 10% without autoclustering says about a tenth of the idle jobs
-matched per cycle, some 580 of 5,831; the default pool (1,040 static slots of the
-2005 kind, one job per match, in 210 machines; jobs of 600 s on average; 300 s
-cycles) turns over about 520.
+matched per cycle, some 580 of 5,831; the pool's 850 slots running jobs of 600 s on
+average (300 s cycles) free about 425 per cycle.
 The first cycle after release fills an empty pool and is left out as warm-up.
+
+Lag: a negotiation cycle works from the slot ads it read when it started. While it
+runs, pool time runs on (TIME_SCALE pool seconds per wall second) and jobs end that
+it cannot see; a cycle that starts late, or lasts a good part of the interval, makes
+the pool look busier than a real one whose cycles take seconds. Each run reports its
+cycles' start lag (start minus when the cadence said it should start) and their pool
+duration, and is flagged as distorted when either passes DISTORTION_FRACTION of the
+interval.
 """
 from __future__ import annotations
 
@@ -137,8 +146,10 @@ TEMPLATE_WEIGHTS = {"small": 6, "cs": 5, "cs-multi": 2, "cs-bigmem": 1, "physics
 
 # Calibration (see the module docstring): the seed's 10% without autoclustering means
 # about a tenth of the idle jobs matched per cycle, some 580 of 5,831. The pool's
-# 1,040 static slots running jobs of 600 s on average free about 520 per 300 s cycle.
+# 850 static slots running jobs of 600 s on average free about 425 per 300 s cycle.
 MEAN_DURATION_S = 600
+# A run whose cycles start this late, or last this long, as a fraction of the interval, is flagged.
+DISTORTION_FRACTION = 0.1
 
 
 @dataclass(frozen=True)
@@ -261,6 +272,7 @@ async def _run_mode(mode: str, args: argparse.Namespace, users: list[UserWorkloa
         pool.stop()
     considered = sum(r.considered for r in cycles)
     matched = sum(r.matches for r in cycles)
+    lag = cycle_lag(warmup[-1:] + cycles, args.interval)
     return {
         "jobs": sum(u.jobs for u in users),
         "users": len(users),
@@ -273,11 +285,25 @@ async def _run_mode(mode: str, args: argparse.Namespace, users: list[UserWorkloa
         "matched_per_cycle": round(matched / len(cycles), 1),
         "requests_per_cycle": round(sum(r.requests for r in cycles) / len(cycles), 1),
         "cycle_wall_s_mean": round(sum(r.wall_duration for r in cycles) / len(cycles), 3),
+        # The negotiator's own CPU: what the cycle costs whatever else the machine is doing.
+        "cycle_cpu_s_mean": round(sum(r.cpu_duration for r in cycles) / len(cycles), 3),
         "cycle_pool_s_mean": round(sum(r.duration for r in cycles) / len(cycles), 1),
+        "cycle_pool_s_max": round(max(r.duration for r in cycles), 1),
+        "start_lag_s_mean": lag["mean"], "start_lag_s_max": lag["max"],
+        "distorted": max(lag["max"], max(r.duration for r in cycles)) > DISTORTION_FRACTION * args.interval,
         "per_cycle": [{"cycle": r.cycle, "requests": r.requests, "considered": r.considered,
                        "matches": r.matches, "rejections": r.rejections,
-                       "wall_duration_s": round(r.wall_duration, 3)} for r in cycles],
+                       "wall_duration_s": round(r.wall_duration, 3), "cpu_s": round(r.cpu_duration, 3),
+                       "pool_duration_s": round(r.duration, 1), "spins_sessions": len(r.order)} for r in cycles],
     }
+
+
+def cycle_lag(cycles: list[Any], interval_s: float) -> dict[str, float]:
+    """How late each cycle started after the one before, against HTCondor's cadence with
+    NEGOTIATOR_CYCLE_DELAY = 0: NEGOTIATOR_INTERVAL after the last start, or at its end if
+    it ran longer. In pool seconds: the negotiator's lag behind pool time."""
+    lags = [max(0.0, b.start - max(a.start + interval_s, a.end)) for a, b in zip(cycles, cycles[1:])]
+    return {"mean": round(sum(lags) / len(lags), 1) if lags else 0.0, "max": round(max(lags, default=0.0), 1)}
 
 
 def _scaled(n: int, scale: float) -> int:
@@ -310,20 +336,30 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(state, ignore_errors=True)
 
     rows = [[mode, r["jobs"], r["autoclusters"], r["considered_per_cycle"], r["matched_per_cycle"],
-             f"{100 * r['match_fraction']:.1f}%", r["cycle_wall_s_mean"], r["cycle_pool_s_mean"]]
+             f"{100 * r['match_fraction']:.1f}%", r["cycle_wall_s_mean"], r["cycle_cpu_s_mean"],
+             r["cycle_pool_s_mean"], r["start_lag_s_max"], "yes" if r["distorted"] else "no"]
             for mode, r in results.items()]
     write_csv(out / "cycles.csv", ["mode", "cycle", "requests", "considered", "matches", "rejections",
-                                   "wall_duration_s"],
-              [[mode, c["cycle"], c["requests"], c["considered"], c["matches"], c["rejections"], c["wall_duration_s"]]
+                                   "wall_duration_s", "cpu_s", "pool_duration_s", "sessions"],
+              [[mode, c["cycle"], c["requests"], c["considered"], c["matches"], c["rejections"], c["wall_duration_s"],
+                c["cpu_s"], c["pool_duration_s"], c["spins_sessions"]]
                for mode, r in results.items() for c in r["per_cycle"]])
     write_csv(out / "summary.csv", ["mode", "jobs", "autoclusters", "considered_per_cycle", "matched_per_cycle",
-                                    "match_fraction", "cycle_wall_s_mean"],
+                                    "match_fraction", "cycle_wall_s_mean", "cycle_pool_s_mean", "start_lag_s_max",
+                                    "distorted"],
               [[mode, r["jobs"], r["autoclusters"], r["considered_per_cycle"], r["matched_per_cycle"],
-                r["match_fraction"], r["cycle_wall_s_mean"]] for mode, r in results.items()])
+                r["match_fraction"], r["cycle_wall_s_mean"], r["cycle_pool_s_mean"], r["start_lag_s_max"],
+                r["distorted"]] for mode, r in results.items()])
     _plot(results, out / "autocluster.png")
     emit("")
     print_table(["autoclustering", "jobs", "autoclusters", "considered/cycle", "matched/cycle",
-                 "match fraction", "cycle wall s", "cycle pool s"], rows)
+                 "match fraction", "cycle wall s", "negotiator cpu s", "cycle pool s", "start lag s", "distorted"],
+                rows)
+    for mode, r in results.items():
+        if r["distorted"]:
+            emit(f"warning: the '{mode}' run is distorted by lag: its cycles lasted up to {r['cycle_pool_s_max']:g} "
+                 f"and started up to {r['start_lag_s_max']:g} pool s late (interval {args.interval} s); "
+                 "a lower --time-scale gives a faithful run")
     emit("seed 000 (CS pool, six days): 5831 jobs into 372 autoclusters; match fraction 10.0% without, "
          "64.3% with")
     on, off = results["on"], results["off"]
@@ -334,7 +370,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         json_line({mode: {k: r[k] for k in ("jobs", "autoclusters", "considered", "matched", "match_fraction",
                                             "considered_per_cycle", "matched_per_cycle", "cycle_wall_s_mean",
-                                            "cycle_pool_s_mean")}
+                                            "cycle_cpu_s_mean", "cycle_pool_s_mean", "cycle_pool_s_max",
+                                            "start_lag_s_mean",
+                                            "start_lag_s_max", "distorted")}
                    for mode, r in results.items()})
     return 0
 

@@ -40,10 +40,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from daemons.cli.client import PoolClient, wait_for
+from daemons.cli.client import ClientError, PoolClient, wait_for
 from daemons.cli.experiments.common import json_line, out_dir, print_table, pyplot, write_csv
 from daemons.cli.experiments.multicore_workload import (Sample, Summary, Workload, drought_schedule, duration,
-                                                        in_drought, scaled, submit_text, summarize, top_up)
+                                                        in_drought, scaled, steady_start, submit_text, summarize,
+                                                        top_up)
 from daemons.cli.pool import LocalPool
 from daemons.core import ads
 from daemons.core.clock import PoolClock
@@ -216,7 +217,7 @@ class Feeder:
         cpus = wl.multicore_cpus if kind == "mc" else 1
         text = submit_text(kind, [duration(self.rng, mean) for _ in range(n)], cpus,
                            grouped=self.s.priority == "group")
-        await self.c.submit(text, f"{kind}.sub", kind)
+        await _with_schedd(lambda: self.c.submit(text, f"{kind}.sub", kind))
         self.submitted[kind] += n
 
     async def feed(self, offset_s: float, queued_sc: int, queued_mc: int) -> bool:
@@ -229,9 +230,23 @@ class Feeder:
         return delivering
 
 
+async def _with_schedd(call):
+    """A call to the schedd, found through its ad in the collector. At a high time scale a busy
+    schedd's ad can outlive its lifetime there (CLASSAD_LIFETIME is pool time) before its next
+    update: wait for it to come back rather than fail the run."""
+    async def attempt():
+        try:
+            return (await call(),)
+        except ClientError:
+            return None
+    result, = await wait_for(attempt, timeout_s=60, what="the schedd to answer (its ad back in the collector)")
+    return result
+
+
 async def _observe(c: PoolClient, s: Settings, now: float) -> Sample:
     mc = s.workload.multicore_cpus
-    jobs = await c.jobs("JobStatus == 1 || JobStatus == 2", ["JobStatus", "RequestCpus"])
+
+    jobs = await _with_schedd(lambda: c.jobs("JobStatus == 1 || JobStatus == 2", ["JobStatus", "RequestCpus"]))
     counts = {"rm": 0, "rs": 0, "qm": 0, "qs": 0}
     for j in jobs:
         kind = "m" if (ads.as_number(ads.get(j, "RequestCpus")) or 1) >= mc else "s"
@@ -300,8 +315,11 @@ async def run_controller(controller: str, s: Settings, state: Path, emit) -> dic
         pool.stop()
     measured = [x for x in samples if x.t - t0 >= s.warmup_hours * 3600]
     summary = summarize(measured)
+    first = steady_start(measured)
+    steady = summarize(measured[first:])
+    steady_from_h = (measured[first].t - t0) / 3600 if measured else 0.0
     return {"controller": controller, "t0": t0, "samples": samples, "delivering": delivering,
-            "summary": summary, "droughts": droughts,
+            "summary": summary, "steady": steady, "steady_from_h": steady_from_h, "droughts": droughts,
             "submitted": dict(feeder.submitted) if feeder else {},
             "controller_stats": stats, "lag_max_s": lag_max, "wall_s": time.monotonic() - wall0}
 
@@ -365,14 +383,18 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for name, r in results.items():
         m: Summary = r["summary"]
-        rows.append([name, round(m.mc_mean, 1), round(m.mc_sd, 1), f"{m.mc_mean / s.setpoint:.2f}" if s.setpoint
-                     else "-", round(m.wastage_pct, 2), round(m.idle_pct, 2), round(m.draining_mean, 1),
-                     _drains(r["controller_stats"])])
+        st: Summary = r["steady"]
+        rows.append([name, round(m.mc_mean, 1), round(m.mc_sd, 1), round(r["steady_from_h"], 1), round(st.mc_mean, 1),
+                     round(st.mc_sd, 1), f"{st.mc_mean / s.setpoint:.2f}" if s.setpoint else "-",
+                     round(st.wastage_pct, 2), round(m.wastage_pct, 2), round(m.idle_pct, 2),
+                     round(m.draining_mean, 1), _drains(r["controller_stats"])])
     for name, f in SEED_FIGURES.items():
-        rows.append([f"seed 003 {name}", f["mc_mean"], f["mc_sd"], f"{f['mc_mean'] / f['setpoint']:.2f}",
-                     f["wastage_pct"], "", "", ""])
-    print_table(["controller", "mc mean", "mc sd", "mean/setpoint", "wastage %", "idle %", "draining", "drains"],
-                rows)
+        rows.append([f"seed 003 {name}", "", "", "", f["mc_mean"], f["mc_sd"], f"{f['mc_mean'] / f['setpoint']:.2f}",
+                     f["wastage_pct"], "", "", "", ""])
+    print_table(["controller", "mc mean", "mc sd", "steady from h", "steady mc mean", "steady mc sd",
+                 "steady mean/setpoint", "steady wastage %", "wastage %", "idle %", "draining", "drains"], rows)
+    emit(f"the first {s.warmup_hours:g} pool hours are left out of every figure; the steady state starts where "
+         "running multicore jobs first reach 90% of the level they settle at (the second half's mean)")
     emit(f"mean/setpoint: against this run's DrainBoss setpoint ({s.setpoint:g}); the seed's against its 250")
     lags = {n: r["lag_max_s"] for n, r in results.items() if r["lag_max_s"] > s.sample_s}
     if lags:
@@ -382,6 +404,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         json_line({name: {"mc_mean": round(r["summary"].mc_mean, 2), "mc_sd": round(r["summary"].mc_sd, 2),
                           "wastage_pct": round(r["summary"].wastage_pct, 3), "setpoint": s.setpoint,
+                          "steady_from_h": round(r["steady_from_h"], 2),
+                          "steady_mc_mean": round(r["steady"].mc_mean, 2), "steady_mc_sd": round(r["steady"].mc_sd, 2),
+                          "steady_wastage_pct": round(r["steady"].wastage_pct, 3),
+                          "lag_max_s": round(r["lag_max_s"], 1),
                           "priority": s.priority, "idle_pct": round(r["summary"].idle_pct, 3),
                           "draining_mean": round(r["summary"].draining_mean, 2),
                           "samples": r["summary"].samples, "controller": r["controller_stats"],
@@ -410,10 +436,12 @@ def _write_csv(out: Path, results: dict[str, dict[str, Any]], s: Settings) -> No
                          int(hours >= s.warmup_hours)])
     write_csv(out / "timeseries.csv", header, rows)
     write_csv(out / "summary.csv", ["controller", "mc_mean", "mc_sd", "wastage_pct", "idle_pct", "draining_mean",
-                                    "setpoint", "samples"],
+                                    "setpoint", "samples", "steady_from_h", "steady_mc_mean", "steady_mc_sd",
+                                    "steady_wastage_pct"],
               [[n, round(r["summary"].mc_mean, 2), round(r["summary"].mc_sd, 2), round(r["summary"].wastage_pct, 3),
                 round(r["summary"].idle_pct, 3), round(r["summary"].draining_mean, 2), s.setpoint,
-                r["summary"].samples] for n, r in results.items()])
+                r["summary"].samples, round(r["steady_from_h"], 2), round(r["steady"].mc_mean, 2),
+                round(r["steady"].mc_sd, 2), round(r["steady"].wastage_pct, 3)] for n, r in results.items()])
 
 
 def _plot(path: Path, results: dict[str, dict[str, Any]], s: Settings) -> None:
@@ -427,6 +455,8 @@ def _plot(path: Path, results: dict[str, dict[str, Any]], s: Settings) -> None:
         ax2.plot(hours, [x.queued_mc for x in r["samples"]], color=col, label=f"{name}: multicore")
         ax2.plot(hours, [x.queued_sc for x in r["samples"]], color=col, ls=":", label=f"{name}: single-core")
         ax3.plot(hours, [x.draining for x in r["samples"]], color=col, label=name)
+        if name != "none":
+            ax1.axvline(r["steady_from_h"], color=col, ls=":", lw=1)
     first = next(iter(results.values()))
     for a, b in first["droughts"]:
         for ax in (ax1, ax2, ax3):
@@ -436,7 +466,8 @@ def _plot(path: Path, results: dict[str, dict[str, Any]], s: Settings) -> None:
         if s.warmup_hours > 0:
             ax.axvspan(0, s.warmup_hours, color="k", alpha=0.05, lw=0)
     ax1.set_ylabel("running multicore jobs")
-    ax1.set_title(f"{s.machines} machines × {s.cpus} cores; shaded: warm-up (grey), multicore droughts (red)")
+    ax1.set_title(f"{s.machines} machines × {s.cpus} cores; shaded: warm-up (grey), multicore droughts (red); "
+                  "dotted: steady state begins")
     ax2.set_ylabel("queued jobs")
     ax3.set_ylabel("draining machines")
     ax3.set_xlabel("pool hours")

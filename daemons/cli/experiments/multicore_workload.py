@@ -109,6 +109,20 @@ def summarize(samples: list[Sample]) -> Summary:
                    sum(s.queued_sc for s in samples) / n)
 
 
+def steady_start(samples: list[Sample], fraction: float = 0.9) -> int:
+    """Where the ramp-up ends: the first sample whose running multicore jobs reach `fraction`
+    of the level they settle at (their mean over the second half of the samples). A
+    controller that starts from nothing climbs for a day or more (DrainBoss's first drains
+    take a drain time to pay off); statistics over the steady state leave that climb out."""
+    if not samples:
+        return 0
+    tail = samples[len(samples) // 2:]
+    level = sum(s.running_mc for s in tail) / len(tail)
+    if level < 1:
+        return 0   # nothing to climb to (no draining: multicore jobs hardly ever run)
+    return next((i for i, s in enumerate(samples) if s.running_mc >= fraction * level), 0)
+
+
 def scaled(value: float, machines: int, reference_machines: int = 784) -> float:
     """A site's setting scaled from its farm (RAL's 784 nodes) to this pool."""
     return value * machines / reference_machines

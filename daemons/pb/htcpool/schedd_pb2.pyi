@@ -22,6 +22,7 @@ class ClaimEventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     JOB_EXITED: _ClassVar[ClaimEventKind]
     JOB_EVICTED: _ClassVar[ClaimEventKind]
     CLAIM_LOST: _ClassVar[ClaimEventKind]
+    CLAIM_READY: _ClassVar[ClaimEventKind]
 ACTION_UNSPECIFIED: Action
 REMOVE: Action
 HOLD: Action
@@ -31,6 +32,7 @@ CLAIM_EVENT_UNSPECIFIED: ClaimEventKind
 JOB_EXITED: ClaimEventKind
 JOB_EVICTED: ClaimEventKind
 CLAIM_LOST: ClaimEventKind
+CLAIM_READY: ClaimEventKind
 
 class SubmitRequest(_message.Message):
     __slots__ = ("submit_description", "submit_file", "owner")
@@ -138,7 +140,7 @@ class SendRequests(_message.Message):
     def __init__(self, max_requests: _Optional[int] = ...) -> None: ...
 
 class MatchFound(_message.Message):
-    __slots__ = ("request_id", "claim_id", "slot_ad", "consumed")
+    __slots__ = ("request_id", "claim_id", "slot_ad", "consumed", "preempting")
     class ConsumedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -150,11 +152,13 @@ class MatchFound(_message.Message):
     CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
     SLOT_AD_FIELD_NUMBER: _ClassVar[int]
     CONSUMED_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTING_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     claim_id: str
     slot_ad: _common_pb2.ClassAd
     consumed: _containers.ScalarMap[str, int]
-    def __init__(self, request_id: _Optional[str] = ..., claim_id: _Optional[str] = ..., slot_ad: _Optional[_Union[_common_pb2.ClassAd, _Mapping]] = ..., consumed: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    preempting: str
+    def __init__(self, request_id: _Optional[str] = ..., claim_id: _Optional[str] = ..., slot_ad: _Optional[_Union[_common_pb2.ClassAd, _Mapping]] = ..., consumed: _Optional[_Mapping[str, int]] = ..., preempting: _Optional[str] = ...) -> None: ...
 
 class Outcome(_message.Message):
     __slots__ = ("match", "reject")
@@ -209,7 +213,7 @@ class ResourceRequests(_message.Message):
     def __init__(self, requests: _Optional[_Iterable[_Union[ResourceRequest, _Mapping]]] = ..., no_more: _Optional[bool] = ...) -> None: ...
 
 class ClaimEvent(_message.Message):
-    __slots__ = ("claim_id", "job_id", "kind", "pool_time", "exit_code", "reason", "slot_name", "job_start")
+    __slots__ = ("claim_id", "job_id", "kind", "pool_time", "exit_code", "reason", "slot_name", "job_start", "slot_ad")
     CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
     JOB_ID_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
@@ -218,6 +222,7 @@ class ClaimEvent(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     SLOT_NAME_FIELD_NUMBER: _ClassVar[int]
     JOB_START_FIELD_NUMBER: _ClassVar[int]
+    SLOT_AD_FIELD_NUMBER: _ClassVar[int]
     claim_id: str
     job_id: str
     kind: ClaimEventKind
@@ -226,7 +231,8 @@ class ClaimEvent(_message.Message):
     reason: str
     slot_name: str
     job_start: float
-    def __init__(self, claim_id: _Optional[str] = ..., job_id: _Optional[str] = ..., kind: _Optional[_Union[ClaimEventKind, str]] = ..., pool_time: _Optional[float] = ..., exit_code: _Optional[int] = ..., reason: _Optional[str] = ..., slot_name: _Optional[str] = ..., job_start: _Optional[float] = ...) -> None: ...
+    slot_ad: _common_pb2.ClassAd
+    def __init__(self, claim_id: _Optional[str] = ..., job_id: _Optional[str] = ..., kind: _Optional[_Union[ClaimEventKind, str]] = ..., pool_time: _Optional[float] = ..., exit_code: _Optional[int] = ..., reason: _Optional[str] = ..., slot_name: _Optional[str] = ..., job_start: _Optional[float] = ..., slot_ad: _Optional[_Union[_common_pb2.ClassAd, _Mapping]] = ...) -> None: ...
 
 class ClaimEventsRequest(_message.Message):
     __slots__ = ("events",)

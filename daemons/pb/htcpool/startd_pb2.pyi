@@ -87,20 +87,22 @@ class RequestClaimRequest(_message.Message):
     def __init__(self, claim_id: _Optional[str] = ..., job_ad: _Optional[_Union[_common_pb2.ClassAd, _Mapping]] = ..., schedd_name: _Optional[str] = ..., schedd_address: _Optional[str] = ..., submitter: _Optional[str] = ..., resources: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class RequestClaimReply(_message.Message):
-    __slots__ = ("ok", "reason", "claim_id", "slot_ad", "leftover_ad", "leftover_claim_id")
+    __slots__ = ("ok", "reason", "claim_id", "slot_ad", "leftover_ad", "leftover_claim_id", "pending")
     OK_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
     SLOT_AD_FIELD_NUMBER: _ClassVar[int]
     LEFTOVER_AD_FIELD_NUMBER: _ClassVar[int]
     LEFTOVER_CLAIM_ID_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
     ok: bool
     reason: str
     claim_id: str
     slot_ad: _common_pb2.ClassAd
     leftover_ad: _common_pb2.ClassAd
     leftover_claim_id: str
-    def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ..., claim_id: _Optional[str] = ..., slot_ad: _Optional[_Union[_common_pb2.ClassAd, _Mapping]] = ..., leftover_ad: _Optional[_Union[_common_pb2.ClassAd, _Mapping]] = ..., leftover_claim_id: _Optional[str] = ...) -> None: ...
+    pending: bool
+    def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ..., claim_id: _Optional[str] = ..., slot_ad: _Optional[_Union[_common_pb2.ClassAd, _Mapping]] = ..., leftover_ad: _Optional[_Union[_common_pb2.ClassAd, _Mapping]] = ..., leftover_claim_id: _Optional[str] = ..., pending: _Optional[bool] = ...) -> None: ...
 
 class ActivateClaimRequest(_message.Message):
     __slots__ = ("claim_id", "job_ad")

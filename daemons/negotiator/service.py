@@ -1,0 +1,52 @@
+"""gRPC adapter of the negotiator."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import grpc
+
+from daemons.pb.htcpool import common_pb2, negotiator_pb2, negotiator_pb2_grpc
+
+if TYPE_CHECKING:
+    from daemons.negotiator.daemon import NegotiatorDaemon
+
+
+class NegotiatorService(negotiator_pb2_grpc.NegotiatorServicer):
+    def __init__(self, daemon: "NegotiatorDaemon") -> None:
+        self.d = daemon
+
+    async def Reschedule(self, request: common_pb2.Empty, context) -> negotiator_pb2.RescheduleReply:
+        return negotiator_pb2.RescheduleReply(next_cycle=self.d.reschedule())
+
+    async def CycleHistory(self, request: negotiator_pb2.CycleHistoryRequest,
+                           context) -> negotiator_pb2.CycleHistoryReply:
+        records = list(self.d.history)
+        if request.last > 0:
+            records = records[-request.last:]
+        return negotiator_pb2.CycleHistoryReply(cycles=[
+            negotiator_pb2.CycleRecord(cycle=r.cycle, start=r.start, end=r.end, matches=r.matches,
+                                       rejections=r.rejections, duration=r.duration,
+                                       wall_duration=r.wall_duration, slots=r.slots,
+                                       submitters=r.submitters, rescheduled=r.rescheduled,
+                                       requests=r.requests, considered=r.considered, significant=r.significant,
+                                       pool_weight=r.pool_weight, cpu_duration=r.cpu_duration,
+                                       slot_groups=r.slot_groups, autoclusters=r.autoclusters, phases=r.phases,
+                                       evaluations=r.evaluations, preemptions=r.preemptions, order=r.order,
+                                       failed=r.failed, error=r.error)
+            for r in records])
+
+    async def UserPrio(self, request: negotiator_pb2.UserPrioRequest, context) -> negotiator_pb2.UserPrioReply:
+        last, entries = self.d.userprio(request.all_users)
+        return negotiator_pb2.UserPrioReply(last_update=last,
+                                            entries=[negotiator_pb2.UserPrioEntry(**e) for e in entries])
+
+    async def SetUserPrio(self, request: negotiator_pb2.SetUserPrioRequest, context) -> negotiator_pb2.UserPrioEntry:
+        if not request.name.strip():
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "name a submitter (user@domain) or a group")
+        if request.factor < 0 or request.priority < 0:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a priority or factor must not be negative")
+        if not request.factor and not request.priority:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "give a factor or a priority to set")
+        entry = self.d.set_userprio(request.name, request.factor, request.priority)
+        await self.d._save_accountant()
+        return negotiator_pb2.UserPrioEntry(**entry)

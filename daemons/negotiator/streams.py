@@ -1,0 +1,71 @@
+"""The negotiator's side of a Negotiate stream to a schedd: what a session sends, and the stream."""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from daemons.core.log import EACH_LINE_STAMPED
+from daemons.negotiator.cycle import Outcome, Session
+from daemons.pb.htcpool import schedd_pb2
+
+
+class ScheddError(Exception):
+    """A schedd broke the negotiation protocol."""
+
+
+class Outgoing:
+    """What a session has decided and not yet sent: matches and rejections, and log lines.
+
+    They travel as one message and one log record per batch of requests (the lines
+    still read as HTCondor's, each stamped): a message per match would cost more
+    than the matching itself.
+    """
+
+    def __init__(self, log) -> None:
+        self.log = log
+        self.msg = schedd_pb2.NegotiatorMessage()
+
+    def add(self, outcomes: list[Outcome]) -> None:
+        for o in outcomes:
+            if o.match is not None:
+                m = self.msg.outcomes.outcomes.add().match
+                m.request_id = o.request_id
+                m.claim_id = o.match.claim_id
+                m.slot_ad.text = o.match.slot_ad_text
+                m.preempting = o.match.preempting
+                if o.match.consumed:
+                    m.consumed.update(dict(o.match.consumed))
+            else:
+                r = self.msg.outcomes.outcomes.add().reject
+                r.request_id = o.request_id
+                r.reason = o.reason
+
+    def log_lines(self, lines: list[str]) -> None:
+        if lines:
+            self.log.info("%s", "\n".join(lines), extra=EACH_LINE_STAMPED)
+
+    async def flush(self, call, session: Session) -> None:
+        self.add(session.take_outcomes())
+        self.log_lines(session.take_lines())
+        if self.msg.HasField("outcomes"):
+            msg, self.msg = self.msg, schedd_pb2.NegotiatorMessage()
+            await call.write(msg)
+
+
+@dataclass
+class ScheddStream:
+    call: Any          # the Negotiate stream-stream call
+    opened: float      # time.monotonic() when it opened
+
+    async def close(self) -> None:
+        try:
+            if not self.call.done():
+                await self.call.write(schedd_pb2.NegotiatorMessage(end=schedd_pb2.NegotiateEnd()))
+                await self.call.done_writing()
+                while await self.call.read() is not grpc.aio.EOF:
+                    pass
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            pass

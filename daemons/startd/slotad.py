@@ -1,0 +1,161 @@
+"""The ad a slot advertises. Pure: the machine's state and time in, attributes out.
+
+As HTCondor's startd publishes them (Resource.cpp, claim.cpp): the slot's own policy
+(its slot type's START, RANK, SLOT_WEIGHT, MaxJobRetirementTime), STARTD_ATTRS as this
+slot resolves them (SLOT<N>_<attr>, SLOT_TYPE_<N>_<attr>, <attr>), resources, the
+claim (RemoteOwner, CurrentRank, JobStart, TotalJobRunTime, RetirementTimeRemaining),
+a preempting claim (PreemptingUser, PreemptingRank) and the drain forecast. A dynamic
+slot has its partitionable slot's SlotTypeID. A claimed slot advertises a claim id for
+a preempting claim, which the negotiator hands out when it preempts.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from daemons.core import ads
+from daemons.core.ads import Expr
+from daemons.startd import policy
+
+if TYPE_CHECKING:
+    from daemons.startd.slots import Machine, Slot
+
+# Reqexp.cpp, STARTD_JOB_HAS_REQUEST_ATTRS (the default).
+WITHIN_RESOURCE_LIMITS = (
+    "(MY.Cpus > 0 && TARGET.RequestCpus <= MY.Cpus && MY.Memory > 0 && "
+    "TARGET.RequestMemory <= MY.Memory && MY.Disk > 0 && TARGET.RequestDisk <= MY.Disk)")
+
+
+def within_resource_limits(custom: tuple[str, ...]) -> str:
+    clauses = "".join(f" && (TARGET.Request{r} is undefined || MY.{r} >= TARGET.Request{r})" for r in custom)
+    return WITHIN_RESOURCE_LIMITS[:-1] + clauses + ")"
+
+
+def consumption_limits(resources: tuple[str, ...]) -> str:
+    """WithinResourceLimits of a slot with a consumption policy (ResAttributes.cpp
+    consumptionLimitsExpression): while the negotiator or startd has put the consumption
+    in place of a request's Request<Res> (marking the original as _cp_orig_Request<Res>),
+    the request must fit; otherwise what the policy would consume must."""
+    names = sorted(resources, key=str.lower)
+    return "(" + " && ".join(
+        f"ifThenElse(TARGET._cp_orig_Request{r} isnt undefined, TARGET.Request{r} <= MY.{r}, "
+        f"MY.Consumption{r} <= MY.{r})" for r in names) + ")"
+
+
+def slot_ad(machine: "Machine", s: "Slot", now: float, *, for_eval: bool = False) -> dict[str, Any]:
+    from daemons.startd.slots import BUSY, RETIRING, SlotKind
+
+    cfg, m = machine.cfg, machine.cfg.machine
+    pol = cfg.policy(s.spec)
+    partitioned = s.kind is not SlotKind.STATIC
+    start: str = pol.start
+    if machine.drain is not None:
+        # A draining machine starts nothing new, unless the drain's start expression says so.
+        start = machine.drain.start_expr or "False"
+    cp = s.spec.consumption_policy
+    wrl = pol.within_resource_limits or (consumption_limits(tuple(n for n, _ in s.spec.consumption)) if cp
+                                         else machine.wrl)
+    a: dict[str, Any] = {
+        "MyType": "Machine",
+        "Name": machine.name_of(s),
+        "Machine": machine.host,
+        "SlotID": s.slot_id,
+        "SlotTypeID": s.type_id,
+        "SlotType": s.kind.value,
+        "State": s.state,
+        "Activity": s.activity,
+        "EnteredCurrentState": int(s.entered_state),
+        "EnteredCurrentActivity": int(s.entered_activity),
+        "Start": Expr(start),
+        "Rank": Expr(pol.rank),
+        "SlotWeight": Expr(pol.slot_weight),
+        "WithinResourceLimits": Expr(wrl),
+        "Requirements": Expr("START && (WithinResourceLimits)" if partitioned else "START"),
+        "Arch": cfg.arch,
+        "OpSys": cfg.opsys,
+        "OpSysAndVer": cfg.opsys_and_ver,
+        "UidDomain": cfg.uid_domain,
+        "FileSystemDomain": cfg.filesystem_domain,
+        "HasFileTransfer": True,
+        "StartdIpAddr": f"<{machine.address}>",
+        "MyAddress": f"<{machine.address}>",
+        "MachineResources": " ".join(("Cpus", "Memory", "Disk", "Swap") + cfg.custom_resources),
+        "LoadAvg": float(s.size.cpus) if s.activity in (BUSY, RETIRING) and s.claim else 0.0,
+        "CondorLoadAvg": float(s.size.cpus) if s.activity in (BUSY, RETIRING) and s.claim else 0.0,
+        # An emulated machine has no console user: its keyboard has been idle for a week.
+        "KeyboardIdle": 7 * 86400,
+        # What a real startd's benchmarks would advertise (policy expressions use them).
+        "KFlops": 1_000_000,
+        "Mips": 10_000,
+        "CurrentRank": s.claim.rank if s.claim is not None else 0.0,
+        "DaemonStartTime": int(machine.started),
+        "MaxJobRetirementTime": Expr(pol.max_job_retirement_time),
+        "MachineMaxVacateTime": Expr(pol.machine_max_vacate_time),
+    }
+    for name, amount in s.free.as_dict().items():
+        a[name] = amount
+    for name, amount in s.size.as_dict().items():
+        a[f"TotalSlot{name}"] = amount
+    for name, amount in m.as_dict().items():
+        a[f"Total{name}"] = amount
+        a[f"Detected{name}"] = amount
+    if s.kind is SlotKind.PARTITIONABLE:
+        a["PartitionableSlot"] = True
+        a["NumDynamicSlots"] = len(s.children)
+        a["ChildCpus"] = [machine.slots[f"slot{s.slot_id}_{c}"].size.cpus for c in sorted(s.children)]
+    if cp:
+        # A p-slot with a consumption policy, and its dynamic slots, carry the policy
+        # (Resource.cpp publish_static: CONSUMPTION_<Res> for every MachineResources entry).
+        for res, expr in s.spec.consumption:
+            a[f"Consumption{res}"] = Expr(expr)
+        if s.kind is SlotKind.PARTITIONABLE:
+            a["ConsumptionPolicy"] = True
+            a["NumClaims"] = s.spec.num_claims
+    if s.kind is SlotKind.DYNAMIC:
+        a["DynamicSlot"] = True
+        a["ParentSlotId"] = s.slot_id
+    if s.capability:
+        a["Capability"] = s.capability
+        a["ClaimId"] = s.capability
+    c = s.claim
+    if c is not None:
+        a["RemoteOwner"] = c.submitter
+        a["RemoteScheddName"] = c.schedd_name
+        a["ClientMachine"] = c.schedd_name
+        a["PublicClaimId"] = c.id.split("#", 1)[0] + "#" + c.id.rsplit("#", 1)[0].split("#", 1)[-1]
+        a["TotalClaimRunTime"] = int(max(0.0, now - c.created))
+        if c.job_id:
+            a["RemoteUser"] = c.submitter
+            a["JobId"] = c.job_id
+            a["GlobalJobId"] = f"{c.schedd_name}#{c.job_id}"
+            a["JobStart"] = int(c.job_start)
+            a["TotalJobRunTime"] = int(max(0.0, now - c.job_start))
+            if not for_eval:
+                a["RetirementTimeRemaining"] = int(max(0.0, policy.retirement_deadline(machine, s, now) - now))
+            if c.job_ad is not None:
+                for attr in ("AccountingGroup", "ConcurrencyLimits"):
+                    v = ads.get(c.job_ad, attr)
+                    if isinstance(v, str):
+                        a[attr] = v
+    pre = s.pre
+    if pre is not None:
+        a["PreemptingUser"] = pre.submitter
+        a["PreemptingRank"] = pre.rank
+        if pre.job_ad is not None:
+            group = ads.get(pre.job_ad, "AccountingGroup")
+            if isinstance(group, str):
+                a["PreemptingAccountingGroup"] = group
+    for name, expr in cfg.attrs_of(s.slot_id):
+        a[name] = Expr(expr)
+    if machine.drain is not None:
+        from daemons.startd.drain import drain_attrs
+        a.update(drain_attrs(machine, now))
+    else:
+        a["Draining"] = False
+    if for_eval:
+        # Ads built to evaluate a policy leave out the drain forecast, which itself
+        # evaluates policy expressions against the slot.
+        a["CurrentTime"] = int(now)
+    else:
+        from daemons.startd.drain import expected_draining
+        a.update(expected_draining(machine, now))
+    return a
