@@ -9,7 +9,10 @@ the collector, which hears from every daemon, decides for the pool:
   announced wall instant (the collector's ad carries it), and results stay valid
   because everything runs on pool time;
 - `stop`: end the run, saying which daemon lagged how far;
-- `warn`: say so and carry on (results are flagged; leases may lapse).
+- `warn`: say so and carry on (results are flagged).
+
+Whatever the policy, leases are stretched by the pool's lag (Daemon.lag_allowance_s), so
+that no claim is lost because its schedd or startd ran behind.
 
 A daemon's lag counts when it is *sustained*: the median of its window's samples, so a
 single pause does not slow a whole pool. After a change the policy waits HOLDOFF_S of

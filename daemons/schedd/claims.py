@@ -330,8 +330,11 @@ class ClaimsMixin:
             reply = await self._startd(address).KeepAlive(startd_pb2.KeepAliveRequest(
                 claim_ids=[c.id for c in claims], schedd_address=self.address), timeout=RPC_TIMEOUT_S)
         except grpc.aio.AioRpcError as e:
+            # A startd (or this schedd) that runs behind answers late; only a lease's worth of
+            # silence beyond the pool's own lag means the startd is gone.
+            limit = self.cfg.claim_lease_s + self.lag_allowance_s()
             for c in claims:
-                if now - c.last_alive_ok > self.cfg.claim_lease_s:
+                if now - c.last_alive_ok > limit:
                     await self._claim_lost(c, f"startd at {address} unreachable for "
                                               f"{now - c.last_alive_ok:.0f} s ({describe(e)})")
             return

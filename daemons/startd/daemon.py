@@ -285,7 +285,8 @@ class StartdDaemon(Daemon):
 
     async def _check_leases(self) -> None:
         assert self.model is not None
-        events = self.model.expire_leases(self.clock.now())
+        # Never lose a claim to the pool's own lag: the lease is stretched by it.
+        events = self.model.expire_leases(self.clock.now(), self.lag_allowance_s())
         for ev in events:
             self._cancel_timer(ev.claim_id)
             self._cancel_timer(f"evict:{ev.claim_id}")

@@ -497,22 +497,25 @@ class Startd:
                 c.schedd_address = schedd_address
         return unknown
 
-    def expire_leases(self, now: float) -> list[JobEvent]:
+    def expire_leases(self, now: float, allowance_s: float = 0.0) -> list[JobEvent]:
+        """Drop claims not kept alive for a lease. `allowance_s` stretches the lease by the
+        pool's own lag (a schedd whose event loop runs behind renews late; it is not gone)."""
         from daemons.startd.preemption import take_over, withdraw
 
         events = []
         lease = self.cfg.claim_lease_s
+        limit = lease + max(0.0, allowance_s)
         for m, s in [(m, s) for m in self.machines.values() for s in list(m.slots.values()) if s.pre is not None]:
             pre = s.pre
             assert pre is not None
-            if now - pre.last_alive > lease:
+            if now - pre.last_alive > limit:
                 withdraw(m, s, now)
                 events.append(JobEvent("claim_lost", pre.id, "", m.name_of(s), pre.schedd_address, now,
                                        f"claim lease expired (not kept alive for {lease:.0f} s)"))
         for m, s in self.claims():
             c = s.claim
             assert c is not None
-            if now - c.last_alive > lease:
+            if now - c.last_alive > limit:
                 ev = m.release(s, now, f"claim lease expired (not kept alive for {lease:.0f} s)", lost=True)
                 if ev is not None:
                     events.append(ev)

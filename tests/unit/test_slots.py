@@ -224,6 +224,16 @@ def test_expire_leases_drops_a_claim_not_kept_alive():
     assert sd.find_claim(lost.claim_id) is None
 
 
+def test_the_pools_lag_stretches_a_lease():
+    sd = pslot_startd(alive_interval_s=300.0, max_claim_alives_missed=6)
+    m = sd.machines["host"]
+    c = claim(m, m.slots["slot1"])
+    assert sd.expire_leases(NOW + 1801, allowance_s=500.0) == []
+    assert sd.find_claim(c.claim_id) is not None
+    assert sd.expire_leases(NOW + 2300, allowance_s=500.0) == []
+    assert [e.claim_id for e in sd.expire_leases(NOW + 2301, allowance_s=500.0)] == [c.claim_id]
+
+
 def test_pslot_ad_attributes():
     m = pslot_startd().machines["host"]
     p = m.slots["slot1"]
