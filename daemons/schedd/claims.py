@@ -107,7 +107,7 @@ class ClaimsMixin:
         slot_ad = ads.parse_ad(leftover_text, "leftover slot ad")
         # schedd.cpp drops MatchedConcurrencyLimits from the leftover ad: the negotiator
         # counted only the first match, so only a job without limits may take the rest.
-        job = scheduling.pick_job_for_slot(scheduling.idle_jobs(self.queue, submitter), slot_ad, self.clock.now(),
+        job = scheduling.pick_job_for_slot(self.queue.idle_in_order(submitter), slot_ad, self.clock.now(),
                                            self._recycling_limits(""))
         if job is None:
             return
@@ -126,7 +126,7 @@ class ClaimsMixin:
             # Held or removed while its claim was being made: it must not run. The claim
             # serves another idle job of the submitter that fits, or goes back.
             job.reserved = False
-            other = (scheduling.pick_job_for_slot(scheduling.idle_jobs(self.queue, claim.submitter),
+            other = (scheduling.pick_job_for_slot(self.queue.idle_in_order(claim.submitter),
                                                   claim.slot_ad, self.clock.now(), self._recycling_limits(claim.limits))
                      if claim.slot_ad is not None else None)
             self.log.info("job %s is no longer idle (status %d) now that %s is claimed for it; %s", job.id,
@@ -193,7 +193,7 @@ class ClaimsMixin:
             return
         if scheduling.claim_reusable(claim, now, self.cfg.claim_worklife_s):
             assert claim.slot_ad is not None
-            job = scheduling.pick_job_for_slot(scheduling.idle_jobs(self.queue, claim.submitter),
+            job = scheduling.pick_job_for_slot(self.queue.idle_in_order(claim.submitter),
                                                claim.slot_ad, now, self._recycling_limits(claim.limits))
             if job is not None:
                 job.reserved = True

@@ -7,6 +7,7 @@ built only when something needs to evaluate it, and cached until the job changes
 """
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -125,6 +126,11 @@ class JobQueue:
         self.by_submitter: dict[str, dict[tuple[int, int], Job]] = {}
         # submitter -> counts for its ad, kept by every change instead of by rescans
         self.counts: dict[str, dict[str, int]] = {}
+        # submitter -> its idle jobs' order keys, sorted, and key -> job: the order in which
+        # they are offered to the negotiator and to a claim, kept by every change (a claim of a
+        # partitionable slot's leftover used to scan and sort all of a submitter's jobs).
+        self._idle_keys: dict[str, list[tuple[int, int, int]]] = {}
+        self._idle_jobs: dict[tuple[int, int, int], Job] = {}
         # History records (history.py): the last number given, and records decided by
         # applied transactions that the schedd has not yet written to the history file.
         self.history_seq = 0
@@ -136,6 +142,35 @@ class JobQueue:
         if not job.submitter:
             return None
         return (job.submitter, job.status, job.int_attr("RequestCpus", 1))
+
+    @staticmethod
+    def _idle_entry(job: Job) -> tuple[str, tuple[int, int, int]] | None:
+        if not job.submitter or job.status != IDLE:
+            return None
+        # HTCondor's order within a submitter: higher JobPrio first, then submission order.
+        return job.submitter, (-job.int_attr("JobPrio"), job.cluster, job.proc)
+
+    def _index(self, entry: tuple[str, tuple[int, int, int]] | None, job: Job, add: bool) -> None:
+        if entry is None:
+            return
+        submitter, key = entry
+        keys = self._idle_keys.setdefault(submitter, [])
+        if add:
+            bisect.insort(keys, key)
+            self._idle_jobs[key] = job
+            return
+        i = bisect.bisect_left(keys, key)
+        if i < len(keys) and keys[i] == key:
+            del keys[i]
+        self._idle_jobs.pop(key, None)
+        if not keys:
+            del self._idle_keys[submitter]
+
+    def idle_in_order(self, submitter: str) -> Iterator[Job]:
+        """The submitter's idle jobs in priority order (reserved ones included: the caller
+        skips those). Do not change the queue while iterating."""
+        for key in self._idle_keys.get(submitter, ()):
+            yield self._idle_jobs[key]
 
     def _count(self, c: tuple[str, int, int] | None, sign: int) -> None:
         if c is None:
@@ -234,6 +269,7 @@ class JobQueue:
                 self._numbering = None
             del self.jobs[(c, p)]
             self._count(self._contribution(job), -1)
+            self._index(self._idle_entry(job), job, add=False)
             mine = self.by_submitter.get(job.submitter)
             if mine is not None:
                 mine.pop(job.key, None)
@@ -243,6 +279,7 @@ class JobQueue:
         name = self.canonical(op.name)
         low = name.lower()
         before = self._contribution(job)
+        idle_before = self._idle_entry(job)
         if op.code == txlog.SET:
             value = op.value
             rule = self.rounding.get(low)
@@ -265,6 +302,10 @@ class JobQueue:
         if after != before:
             self._count(before, -1)
             self._count(after, +1)
+        idle_after = self._idle_entry(job)
+        if idle_after != idle_before:
+            self._index(idle_before, job, add=False)
+            self._index(idle_after, job, add=True)
 
     def state_lines(self) -> list[str]:
         """The whole queue as log lines (for a compacted log)."""

@@ -86,7 +86,7 @@ class NegotiationMixin:
                 slot_ad = ads.parse_ad(slot_ad_text, "matched slot ad")
             except ads.AdError:
                 return
-            job = scheduling.pick_job_for_slot(scheduling.idle_jobs(self.queue, session.submitter), slot_ad,
+            job = scheduling.pick_job_for_slot(self.queue.idle_in_order(session.submitter), slot_ad,
                                                self.clock.now(), self._recycling_limits(limits))
             if job is None:
                 self.log.info("match for request %s arrived, but no idle job of %s fits %s now; not used",

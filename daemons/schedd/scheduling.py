@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
 import classad2
 
@@ -54,9 +54,9 @@ def job_order(job: Job) -> tuple[int, int, int]:
 
 
 def idle_jobs(queue: JobQueue, submitter: str) -> list[Job]:
-    jobs = [j for j in queue.jobs_of(submitter) if j.status == IDLE and not j.reserved]
-    jobs.sort(key=job_order)
-    return jobs
+    """The submitter's idle jobs not yet reserved for a match, in job_order (the queue keeps
+    them sorted as it changes)."""
+    return [j for j in queue.idle_in_order(submitter) if not j.reserved]
 
 
 def resource_requests(jobs: list[Job], autocluster_of: Callable[[Job], int]) -> list[Request]:
@@ -89,7 +89,7 @@ def concurrency_limits(ad: classad2.ClassAd, slot_ad: classad2.ClassAd | None = 
     return v.lower() if isinstance(v, str) else ""
 
 
-def pick_job_for_slot(candidates: list[Job], slot_ad: classad2.ClassAd, now: float,
+def pick_job_for_slot(candidates: Iterable[Job], slot_ad: classad2.ClassAd, now: float,
                       limits: str | None = None) -> Job | None:
     """The first job, in priority order, that may start on a claim the schedd holds
     without the negotiator (qmgmt.cpp FindRunnableJob): it matches the slot both ways,
