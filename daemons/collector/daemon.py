@@ -122,16 +122,17 @@ class CollectorDaemon(Daemon):
         policy = self.common.lag_policy
         if now_wall - self.lag_since < STARTUP_GRACE_S:
             return None  # a pool starting up is busy in ways that say nothing about its steady lag
-        action = lagpolicy.decide(policy, self.current_lags(now_wall), self.clock.scale, now_wall,
+        latest = self.clock.latest()   # a change announced and not yet in force counts
+        action = lagpolicy.decide(policy, self.current_lags(now_wall), latest.scale, now_wall,
                                   self.lag_last_change)
         if isinstance(action, lagpolicy.Slow):
             notice = lagpolicy.notice_s(self.worst_recent_lag_wall(now_wall))
             seg = self.clock.retime(now_wall + notice, action.scale)
-            self.lag_last_change = now_wall
+            self.lag_last_change = seg.wall   # the holdoff counts from the switch itself
             self.lag_events["slowed"] += 1
             self.log.warning("lag: %s; HTCPOOL_LAG_POLICY = slow: TIME_SCALE %g -> %g from pool time %.0f "
                              "(every daemon follows the collector's clock)", action.reason,
-                             self.clock.scale, action.scale, seg.pool)
+                             latest.scale, action.scale, seg.pool)
             await self.advertise()
         elif isinstance(action, lagpolicy.Stop) and not self.lag_stop_reason:
             self.lag_stop_reason = action.reason

@@ -67,6 +67,9 @@ class PoolClock:
         if scale <= 0:
             raise ValueError(f"a time scale must be positive, got {scale}")
         base = self.current()
+        if self.pending is not None:
+            # One announced change at a time: the policy waits for it to take effect.
+            raise ValueError(f"a change to scale {self.pending.scale:g} is already announced")
         seg = Segment(at_wall, base.pool_at(at_wall), scale)
         self.follow(seg)
         return seg

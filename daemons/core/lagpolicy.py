@@ -73,7 +73,8 @@ def worst(lags: list[DaemonLag]) -> DaemonLag | None:
 
 def decide(policy: LagPolicy, lags: list[DaemonLag], scale: float, now_wall: float,
            last_change_wall: float | None) -> Action:
-    """The pool's answer to its daemons' lag at time scale `scale`."""
+    """The pool's answer to its daemons' lag at time scale `scale` (the latest announced).
+    Slowing only ever lowers the scale."""
     w = worst(lags)
     if w is None:
         return None
@@ -86,6 +87,8 @@ def decide(policy: LagPolicy, lags: list[DaemonLag], scale: float, now_wall: flo
         return Warn(what)
     if policy.policy == "stop":
         return Stop(what)
+    # `last_change_wall` is when the last change took (or takes) effect: none while one is
+    # announced, and lag figures need a while at the new scale.
     if last_change_wall is not None and now_wall - last_change_wall < HOLDOFF_S:
         return None
     if scale <= policy.min_time_scale:
@@ -93,6 +96,8 @@ def decide(policy: LagPolicy, lags: list[DaemonLag], scale: float, now_wall: flo
     # Over the threshold, this is at most half the scale already.
     target = policy.max_lag_s / 2.0 / w.sustained_wall_s
     new = max(policy.min_time_scale, scale / MAX_STEP, target)
+    if new >= scale:
+        return Floor(f"{what}, and the scale is at HTCPOOL_MIN_TIME_SCALE = {policy.min_time_scale:g}")
     return Slow(new, what)
 
 

@@ -42,6 +42,20 @@ def test_retime_is_continuous_and_applies_at_the_announced_instant():
     assert c.now() == 1210.0 and c.scale == 10.0 and c.changes == 1
 
 
+def test_one_announced_change_at_a_time():
+    w = Wall(0.0)
+    c = PoolClock(scale=1000.0, epoch=0.0, wall=w)
+    first = c.retime(10.0, 100.0)
+    with pytest.raises(ValueError, match="already announced"):
+        c.retime(20.0, 10.0)
+    w.t = 10.0
+    assert c.latest() == first
+    second = c.retime(20.0, 10.0)
+    assert second == Segment(20.0, first.pool_at(20.0), 10.0) == Segment(20.0, 11000.0, 10.0)
+    w.t = 25.0
+    assert c.now() == 11050.0 and c.scale == 10.0
+
+
 def test_two_processes_that_follow_one_segment_agree():
     w = Wall(5000.0)
     collector = PoolClock(scale=1000.0, epoch=4000.0, wall=w)
