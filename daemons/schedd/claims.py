@@ -233,6 +233,7 @@ class ClaimsMixin:
         accepted = 0
         finished: list[Job] = []
         freed: list[ScheddClaim] = []
+        lost: list[tuple[ScheddClaim, str]] = []
         for ev in events:
             claim = self.claims.get(ev.claim_id)
             if claim is not None and claim.pending:
@@ -249,9 +250,12 @@ class ClaimsMixin:
                 continue
             job = self.queue.get(ev.job_id)
             if job is None or job.status != RUNNING or job.attrs.get("ClaimId") != _quote(ev.claim_id):
-                # A duplicate, or news of a claim this schedd has already given up.
-                if claim is not None and ev.kind != schedd_pb2.JOB_EXITED:
-                    self.claims.pop(claim.id, None)
+                # A duplicate, or news of a claim this schedd has already given up; or the
+                # startd lost a claim whose job it names no longer (its exit report lost, the
+                # claim idle at the startd): whatever job runs on the claim here is gone too,
+                # and must not stay Running with no claim to keep alive.
+                if claim is not None and ev.kind == schedd_pb2.CLAIM_LOST:
+                    lost.append((claim, ev.reason or "claim lost"))
                 continue
             accepted += 1
             t = int(ev.pool_time)
@@ -292,6 +296,8 @@ class ClaimsMixin:
         self.write_history()
         if finished:
             crashpoint("schedd.completion.after_history")
+        for claim, why in lost:
+            await self._claim_lost(claim, why)
         for claim in freed:
             self.spawn(self._after_job(claim), f"schedd:after:{claim.slot_name}")
         self.trigger("advertise")
@@ -352,7 +358,7 @@ class ClaimsMixin:
             if job is not None:
                 job.reserved = False   # it waited for a preempting claim that will not come
             return
-        if job is None or job.status != RUNNING:
+        if job is None or job.status != RUNNING or job.attrs.get("ClaimId") != _quote(claim.id):
             return
         t = int(self.clock.now())
         n = self.change(job, {"JobStatus": str(IDLE), "EnteredCurrentStatus": str(t),

@@ -103,3 +103,64 @@ async def test_an_exit_reported_before_the_activation_reply_completes_the_job(tm
         await schedd.close()
         await server.stop(0)
         await collector.close()
+
+
+class SilentExitStartd(ExitBeforeReplyStartd):
+    """Grants and activates; the job's exit report never arrives (dropped as moot after a
+    long lag); later the idle claim's lease lapses and the startd says the claim is lost,
+    naming no job."""
+
+    async def ActivateClaim(self, request, context):
+        self.activations += 1
+        return startd_pb2.ActivateClaimReply(ok=True, start_time=self.clock.now())
+
+    async def lose_claim(self) -> None:
+        async with grpc.aio.insecure_channel(self.schedd_address) as ch:
+            await schedd_pb2_grpc.ScheddStub(ch).ClaimEvents(schedd_pb2.ClaimEventsRequest(events=[
+                schedd_pb2.ClaimEvent(claim_id="claim-1", kind=schedd_pb2.CLAIM_LOST, pool_time=self.clock.now(),
+                                      slot_name="slot1_1@fake", job_id="",
+                                      reason="claim lease expired (not kept alive for 1800 s)")]))
+
+
+async def test_a_lost_claim_that_names_no_job_returns_its_running_job_to_the_queue(tmp_path):
+    clock = PoolClock()
+    collector = CollectorDaemon(_common(tmp_path, "collector", None), CollectorConfig(), clock)
+    await collector.start()
+    schedd = ScheddDaemon(_common(tmp_path, "schedd", collector.address),
+                          ScheddConfig(job_queue_log=tmp_path / "q.log", history_file=tmp_path / "history"), clock)
+    startd = SilentExitStartd(clock)
+    server = new_server()
+    startd_pb2_grpc.add_StartdServicer_to_server(startd, server)
+    startd.address = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+    await server.start()
+    try:
+        await schedd.start()
+        async with PoolClient(collector.address) as c:
+            await c.submit("executable = /bin/sleep\narguments = 0\nqueue\n", "zero.sub", "alice")
+            stub = schedd_pb2_grpc.ScheddStub(c.channels.get(schedd.address))
+            call = stub.Negotiate()
+            await call.write(schedd_pb2.NegotiatorMessage(start=schedd_pb2.NegotiateStart(submitter="alice@sub")))
+            await call.write(schedd_pb2.NegotiatorMessage(send_requests=schedd_pb2.SendRequests(max_requests=10)))
+            reply = await call.read()
+            [request] = reply.requests.requests
+            await call.write(schedd_pb2.NegotiatorMessage(match=schedd_pb2.MatchFound(
+                request_id=request.request_id, claim_id="cap-1",
+                slot_ad=common_pb2.ClassAd(text=startd.slot_ad()))))
+            await call.write(schedd_pb2.NegotiatorMessage(end=schedd_pb2.NegotiateEnd()))
+            await call.done_writing()
+
+            async def running():
+                jobs = await c.jobs("JobStatus == 2")
+                return jobs if jobs and startd.activations == 1 else None
+            await wait_for(running, timeout_s=20, what="the job running on the scripted startd")
+            await startd.lose_claim()
+
+            async def idle_again():
+                return await c.jobs("JobStatus == 1")
+            [job] = await wait_for(idle_again, timeout_s=20, what="the job back in the queue, idle")
+            assert ads.get(job, "ClaimId") is None and "lease expired" in ads.get(job, "VacateReason")
+            assert "claim-1" not in schedd.claims
+    finally:
+        await schedd.close()
+        await server.stop(0)
+        await collector.close()
