@@ -150,8 +150,14 @@ class CollectorDaemon(Daemon):
                                  "(HTCPOOL_LAG_POLICY = %s)", action.reason, policy.policy)
         return action
 
+    def expiry_now(self) -> float:
+        """The pool time ads expire by: now, less the pool's own lag (an ad late because its
+        daemon, or we, ran behind is not the ad of a daemon that is gone)."""
+        self.pool_lag_wall = self.worst_recent_lag_wall(time.time())
+        return self.clock.now() - self.lag_allowance_s()
+
     async def expire(self) -> None:
-        for s in self.store.expire(self.clock.now()):
+        for s in self.store.expire(self.expiry_now()):
             self.log.info('**** Removing stale ad: "%s" (%s, not heard from for %.0f s)',
                           s.name, s.my_type, self.clock.now() - s.last_heard)
 

@@ -72,7 +72,7 @@ class CollectorService(pb_grpc.CollectorServicer):
             except ads.AdError as e:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         self.d.queries_total += 1
-        texts = self.d.store.query(request.my_type or "Any", self.d.clock.now(), constraint,
+        texts = self.d.store.query(request.my_type or "Any", self.d.expiry_now(), constraint,
                                    list(request.projection), request.include_private)
         for i in range(0, len(texts), QUERY_CHUNK):
             yield pb.QueryAdsReply(ads=[common_pb2.ClassAd(text=t) for t in texts[i:i + QUERY_CHUNK]])
