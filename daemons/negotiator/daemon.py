@@ -17,6 +17,7 @@ import asyncio
 import json
 import math
 import os
+import threading
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
@@ -29,9 +30,10 @@ import grpc
 from daemons.core import ads
 from daemons.core.clock import PoolClock
 from daemons.core.common import CommonConfig
-from daemons.core.config import ConfigError, Param
+from daemons.core.config import LARGE, ConfigError, Param
 from daemons.core.daemon import Daemon, cancel_and_wait
 from daemons.core.log import EACH_LINE_STAMPED
+from daemons.core.log import lines as log_lines
 from daemons.core.rpc import describe
 from daemons.negotiator import groups as hgq
 from daemons.negotiator.accountant import Accountant, AccountantConfig
@@ -41,6 +43,9 @@ from daemons.negotiator.matchmaker import Match, Matchmaker, MatchPolicy, SlotCa
 from daemons.negotiator.significant import SignificantAttributes
 from daemons.negotiator.slotads import SlotView
 from daemons.pb.htcpool import common_pb2, negotiator_pb2, negotiator_pb2_grpc, schedd_pb2, schedd_pb2_grpc
+
+
+_SAVE_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -70,19 +75,19 @@ class NegotiatorConfig:
             up = knob.upper()
             if up.endswith("_LIMIT") and not up.startswith(("CONCURRENCY_LIMIT_DEFAULT", "NEGOTIATOR_")):
                 try:
-                    v = p.float(knob)
+                    v = p.float(knob, minimum=0.0, maximum=LARGE)
                 except ConfigError as e:
                     problems.append(str(e))
                     continue
                 if v is not None and p.is_set(knob):
                     limits.append((knob[:-len("_LIMIT")].lower(), v))
             elif up.startswith("CONCURRENCY_LIMIT_DEFAULT_"):
-                v = p.float(knob)
+                v = p.float(knob, minimum=0.0, maximum=LARGE)
                 if v is not None:
                     scoped.append((knob[len("CONCURRENCY_LIMIT_DEFAULT_"):].lower(), v))
         group_factors = []
         for spec in groups.groups:
-            f = p.float(f"GROUP_PRIO_FACTOR_{spec.name}")
+            f = p.float(f"GROUP_PRIO_FACTOR_{spec.name}", minimum=1.0, maximum=LARGE)
             if f is not None:
                 group_factors.append((spec.name, f))
         db = p.str("ACCOUNTANT_DATABASE_FILE")
@@ -106,11 +111,11 @@ class NegotiatorConfig:
             depth_first=bool(p.bool("NEGOTIATOR_DEPTH_FIRST", False)),
             use_slot_weights=bool(p.bool("NEGOTIATOR_USE_SLOT_WEIGHTS", True)),
             accountant=AccountantConfig(
-                halflife_s=p.float("PRIORITY_HALFLIFE", 86400.0, positive=True) or 86400.0,
-                default_factor=p.float("DEFAULT_PRIO_FACTOR", 1000.0, minimum=1.0) or 1000.0,
+                halflife_s=p.float("PRIORITY_HALFLIFE", 86400.0, positive=True, maximum=LARGE) or 86400.0,
+                default_factor=p.float("DEFAULT_PRIO_FACTOR", 1000.0, minimum=1.0, maximum=LARGE) or 1000.0,
                 use_slot_weights=bool(p.bool("NEGOTIATOR_USE_SLOT_WEIGHTS", True)),
                 group_factors=tuple(group_factors),
-                concurrency_default=p.float("CONCURRENCY_LIMIT_DEFAULT", 2308032.0, minimum=0) or 2308032.0,
+                concurrency_default=p.float("CONCURRENCY_LIMIT_DEFAULT", 2308032.0, minimum=0, maximum=LARGE) or 2308032.0,
                 concurrency_limits=tuple(limits),
                 concurrency_scoped_defaults=tuple(scoped)),
             groups=groups,
@@ -189,7 +194,7 @@ class _Outgoing:
 
     def flush_log(self) -> None:
         if self.lines:
-            self.log.info("%s", "\n".join(self.lines), extra=EACH_LINE_STAMPED)
+            self.log.info("%s", log_lines(self.lines), extra=EACH_LINE_STAMPED)
             self.lines = []
 
     async def flush(self, call) -> None:
@@ -282,13 +287,16 @@ class NegotiatorDaemon(Daemon):
 
     @staticmethod
     def _write_accountant(path: Path, state: str) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            f.write(state)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        # One writer at a time across threads too: a save cancelled while its thread still
+        # writes releases the asyncio lock, and shutdown's save must not share the .tmp file.
+        with _SAVE_LOCK:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            with open(tmp, "w") as f:
+                f.write(state)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
 
     async def on_start(self) -> None:
         c = self.cfg.cadence
@@ -301,7 +309,7 @@ class NegotiatorDaemon(Daemon):
                 f"{g.name} ({'static ' if g.static else 'dynamic '}{g.config_quota:g}"
                 f"{', accept surplus' if g.accept_surplus else ''}{', autoregroup' if g.autoregroup else ''})"
                 for g in self.cfg.groups.groups))
-        self._loop_task = asyncio.create_task(self._cycle_loop(), name="negotiator:cycles")
+        self._loop_task = self.spawn(self._cycle_loop(), "negotiator:cycles")
 
     async def on_close(self) -> None:
         if self._loop_task is not None:
@@ -355,7 +363,10 @@ class NegotiatorDaemon(Daemon):
             raise
         except Exception as e:
             rec.error = describe(e)
-            log.warning("Aborting negotiation cycle: %s", rec.error, exc_info=not isinstance(e, grpc.aio.AioRpcError))
+            if isinstance(e, grpc.aio.AioRpcError):
+                log.warning("Aborting negotiation cycle: %s", rec.error)
+            else:
+                self.note_error("negotiation cycle", e, f"Aborting negotiation cycle: {rec.error}")
         rec.end = self.clock.now()
         rec.duration = rec.end - rec.start
         rec.wall_duration = time.perf_counter() - wall0
@@ -876,10 +887,16 @@ class _NegotiatorService(negotiator_pb2_grpc.NegotiatorServicer):
                                             entries=[negotiator_pb2.UserPrioEntry(**e) for e in entries])
 
     async def SetUserPrio(self, request: negotiator_pb2.SetUserPrioRequest, context) -> negotiator_pb2.UserPrioEntry:
-        if not request.name.strip():
+        if not request.name.strip() or len(request.name) > 256 or not request.name.isprintable():
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "name a submitter (user@domain) or a group")
+        if not (math.isfinite(request.factor) and math.isfinite(request.priority)) or \
+                max(request.factor, request.priority) > LARGE:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a priority or factor must be a finite number")
         if request.factor < 0 or request.priority < 0:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a priority or factor must not be negative")
+        if 0 < request.factor < 1:
+            # condor_userprio: "Priority factors must be greater than or equal to 1".
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "priority factors must be greater than or equal to 1")
         if not request.factor and not request.priority:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "give a factor or a priority to set")
         entry = self.d.set_userprio(request.name, request.factor, request.priority)

@@ -239,6 +239,7 @@ def read_slot_types(p: Param, machine: Resources) -> tuple[SlotTypeSpec, ...]:
     if not requested:
         # HTCondor's default: NUM_SLOTS static slots (NUM_CPUS of them), an equal share each.
         num = p.int("NUM_SLOTS", machine.cpus, minimum=1) or machine.cpus
+        _check_slot_count(num, "NUM_SLOTS (default NUM_CPUS)")
         share = Resources.of({r: (max(1, v // num) if r == "Cpus" else v // num)
                               for r, v in machine.as_dict().items()})
         return (SlotTypeSpec(1, num, False, share),)
@@ -266,7 +267,19 @@ def read_slot_types(p: Param, machine: Resources) -> tuple[SlotTypeSpec, ...]:
                           "(NUM_CPUS, MEMORY, DISK, MACHINE_RESOURCE_<name>)")
     if not types:
         raise ConfigError("no slots: every NUM_SLOTS_TYPE_<N> is 0 (set NUM_SLOTS_TYPE_1 = 1)")
+    _check_slot_count(sum(t.count for t in types), "NUM_SLOTS_TYPE_<N>")
     return tuple(types)
+
+
+# One emulated machine holds at most this many slots at start (its slots' ads are
+# advertised together); a pool of more slots is more machines (--machines).
+MAX_SLOTS_PER_MACHINE = 10_000
+
+
+def _check_slot_count(n: int, knobs: str) -> None:
+    if n > MAX_SLOTS_PER_MACHINE:
+        raise ConfigError(f"{knobs}: {n} slots on one machine; an emulated machine has at most "
+                          f"{MAX_SLOTS_PER_MACHINE} (use a partitionable slot, or more machines with --machines)")
 
 
 _RESOURCE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -285,7 +298,7 @@ def read_machine_resources(p: Param) -> dict[str, int]:
         if not _RESOURCE_NAME.match(name) or name.lower() in ("cpus", "memory", "disk", "swap"):
             raise ConfigError(f"{p.where(knob)}: {knob}: {name!r} cannot name a custom machine resource")
         if re.fullmatch(r"\d+", text.strip()):
-            out[name] = int(text)
+            out[name] = p.int(knob, 0, minimum=0) or 0
         else:
             ids = [x for x in re.split(r"[,\s]+", text.strip()) if x]
             out[name] = len(ids)

@@ -79,7 +79,7 @@ class StartdDaemon(Daemon):
                       ", ".join(f"{t.count} x {'partitionable' if t.partitionable else 'static'} slot type "
                                 f"{t.type_id} ({t.size.cpus} cpus, {t.size.memory} MB, {t.size.disk} KB)"
                                 for t in self.cfg.slot_types))
-        self._event_task = asyncio.create_task(self._deliver_events(), name="startd:events")
+        self._event_task = self.spawn(self._deliver_events(), "startd:events")
         lease = self.cfg.claim_lease_s
         self.add_periodic("leases", max(1.0, min(self.cfg.alive_interval_s, lease / 10)), self._check_leases)
 
@@ -259,7 +259,7 @@ class StartdDaemon(Daemon):
     # ---- collector updates --------------------------------------------------
     def _changed(self) -> None:
         if self._flush_task is None or self._flush_task.done():
-            self._flush_task = asyncio.create_task(self._flush_dirty(), name="startd:flush")
+            self._flush_task = self.spawn(self._flush_dirty(), "startd:flush")
 
     async def _flush_dirty(self) -> None:
         assert self.model is not None

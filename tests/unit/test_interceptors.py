@@ -131,3 +131,73 @@ async def test_an_unimplemented_method_is_unimplemented_not_an_error(served):
         assert pipeline.handler_errors == {}
     finally:
         await ch.close()
+
+
+# ---- every kind of handler: an exception is logged with its traceback and counted ------
+from daemons.pb.htcpool import schedd_pb2, schedd_pb2_grpc  # noqa: E402
+
+
+class _Failing(collector_pb2_grpc.CollectorServicer):
+    async def QueryAds(self, request, context):
+        yield collector_pb2.QueryAdsReply(ads=[common_pb2.ClassAd(text="[ N = 0 ]")])
+        raise KeyError("mid-stream")
+
+
+class _Negotiate(schedd_pb2_grpc.ScheddServicer):
+    async def Negotiate(self, request_iterator, context):
+        async for msg in request_iterator:
+            if msg.WhichOneof("msg") == "end":
+                raise RuntimeError("bidi boom")
+            yield schedd_pb2.ScheddMessage(requests=schedd_pb2.ResourceRequests(no_more=True))
+
+
+@pytest.fixture
+async def failing():
+    pipeline = ServerPipeline([], log=logging.getLogger("test.rpc.failing"))
+    server = new_server([pipeline])
+    collector_pb2_grpc.add_CollectorServicer_to_server(_Failing(), server)
+    schedd_pb2_grpc.add_ScheddServicer_to_server(_Negotiate(), server)
+    port = bind(server, "127.0.0.1", 0)
+    await server.start()
+    yield pipeline, f"127.0.0.1:{port}"
+    await server.stop(grace=None)
+
+
+async def test_a_server_stream_that_fails_mid_stream_is_internal_logged_and_counted(failing, caplog):
+    pipeline, address = failing
+    ch = Channels(layers=[])
+    got = []
+    try:
+        with caplog.at_level(logging.ERROR, logger="test.rpc.failing"):
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                async for chunk in collector_pb2_grpc.CollectorStub(ch.get(address)).QueryAds(
+                        collector_pb2.QueryAdsRequest(), timeout=5):
+                    got.append(chunk.ads[0].text)
+    finally:
+        await ch.close()
+    assert got == ["[ N = 0 ]"]
+    assert e.value.code() == grpc.StatusCode.INTERNAL and "Collector.QueryAds" in e.value.details()
+    assert pipeline.handler_errors["/htcpool.v1.Collector/QueryAds"] == 1
+    assert pipeline.metrics()["rpc_handler_errors_total"] == 1.0
+    record = next(r for r in caplog.records if "unexpected error in Collector.QueryAds" in r.getMessage())
+    assert isinstance(record.exc_info[1], KeyError)
+
+
+async def test_a_bidi_stream_that_fails_is_internal_logged_and_counted(failing, caplog):
+    pipeline, address = failing
+    ch = Channels(layers=[])
+
+    async def messages():
+        yield schedd_pb2.NegotiatorMessage(start=schedd_pb2.NegotiateStart(submitter="a"))
+        yield schedd_pb2.NegotiatorMessage(end=schedd_pb2.NegotiateEnd())
+    try:
+        with caplog.at_level(logging.ERROR, logger="test.rpc.failing"):
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                async for _ in schedd_pb2_grpc.ScheddStub(ch.get(address)).Negotiate(messages(), timeout=5):
+                    pass
+    finally:
+        await ch.close()
+    assert e.value.code() == grpc.StatusCode.INTERNAL and "Schedd.Negotiate" in e.value.details()
+    assert pipeline.handler_errors["/htcpool.v1.Schedd/Negotiate"] == 1
+    record = next(r for r in caplog.records if "unexpected error in Schedd.Negotiate" in r.getMessage())
+    assert isinstance(record.exc_info[1], RuntimeError)
