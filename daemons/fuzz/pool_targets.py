@@ -97,6 +97,22 @@ class PoolFuzzer:
         self.last_cluster = 0
         self.restarts = 0
 
+    # ---- the fuzzer's own bookkeeping, straight to the schedd ---------------------------
+    # (A fuzzed InvalidateAds may rightly remove the schedd's ad until it re-advertises, so
+    # the fuzzer does not find the schedd through the collector.)
+    def _schedd(self):
+        from daemons.pb.htcpool import schedd_pb2_grpc
+        return schedd_pb2_grpc.ScheddStub(self.c.channels.get(self.pool.daemons["schedd"].address))
+
+    async def jobs(self, constraint: str = "", projection: tuple[str, ...] = (), history: bool = False) -> list:
+        from daemons.core import ads
+        from daemons.pb.htcpool import schedd_pb2
+        out = []
+        async for chunk in self._schedd().Query(schedd_pb2.QueryJobsRequest(
+                constraint=constraint, projection=list(projection), history=history), timeout=RPC_TIMEOUT_S):
+            out.extend(ads.parse_ad(a.text) for a in chunk.ads)
+        return out
+
     # ---- addresses ----------------------------------------------------------------------
     def address(self, target: RpcTarget, pick: int = 0) -> str:
         if target.service == "Admin":
@@ -176,8 +192,8 @@ class PoolFuzzer:
 
     async def _changed_by_refusal(self, target: RpcTarget, before: Any) -> str:
         if target.name == "Schedd.Submit":
-            found = await self.c.jobs(f"ClusterId > {self.last_cluster}")
-            found += await self.c.jobs(f"ClusterId > {self.last_cluster}", history=True)
+            found = await self.jobs(f"ClusterId > {self.last_cluster}")
+            found += await self.jobs(f"ClusterId > {self.last_cluster}", history=True)
             if found:
                 return f"{len(found)} job(s) of the refused submission are in the queue"
         if target.name == "Collector.UpdateAds" and before:
@@ -252,7 +268,7 @@ class PoolFuzzer:
         from daemons.core import ads
         out: set[str] = set()
         try:
-            for j in await self.c.jobs(projection=["ClusterId", "ProcId", "ClaimId", "RemoteHost"]):
+            for j in await self.jobs(projection=("ClusterId", "ProcId", "ClaimId", "RemoteHost")):
                 out.add(f"{ads.get(j, 'ClusterId')}.{ads.get(j, 'ProcId')}")
                 out.update(str(ads.get(j, a)) for a in ("ClaimId", "RemoteHost") if ads.get(j, a))
             texts = await self.c.collector.query("Any", projection=["Name", "Machine", "ClaimId", "MyType"],
@@ -274,8 +290,9 @@ class PoolFuzzer:
         while leaving enough jobs, idle and running, for RPCs to find."""
         from daemons.pb.htcpool import schedd_pb2
         try:
-            if len(await self.c.jobs(projection=["ProcId"])) > keep:
-                await self.c.act(schedd_pb2.REMOVE, constraint="true", reason="fuzz cleanup")
+            if len(await self.jobs(projection=("ProcId",))) > keep:
+                await self._schedd().Act(schedd_pb2.ActRequest(action=schedd_pb2.REMOVE, constraint="true",
+                                                               reason="fuzz cleanup"), timeout=RPC_TIMEOUT_S)
         except grpc.aio.AioRpcError:
             pass
 
