@@ -333,13 +333,16 @@ async def test_what_the_fuzzer_found(make_pool):
 
 async def test_a_constraint_that_costs_seconds_per_ad_is_stopped_by_its_budget(make_pool):
     """Small text, huge cost: an ad literal whose attributes refer to each other twice over
-    costs classad2 its whole step budget (over a second) on every ad a query looks at.
-    COLLECTOR_QUERY_MAX_WORKTIME (HTCondor's knob) and SCHEDD_QUERY_MAX_WORKTIME stop it."""
-    pool = make_pool("NUM_CPUS = 4\nSTART = False\nCOLLECTOR_QUERY_MAX_WORKTIME = 1\nSCHEDD_QUERY_MAX_WORKTIME = 1\n")
+    costs classad2 a large step budget (0.3 s to over a second, by the machine's speed) on
+    every ad a query looks at. COLLECTOR_QUERY_MAX_WORKTIME (HTCondor's knob) and
+    SCHEDD_QUERY_MAX_WORKTIME stop it. Sixteen slots and sixteen jobs: the budget of 1 s is
+    spent well before the last ad even on a machine several times faster than a loaded one
+    (the check runs between ads, so four ads at 0.3 s each would not reach it)."""
+    pool = make_pool("NUM_CPUS = 16\nSTART = False\nCOLLECTOR_QUERY_MAX_WORKTIME = 1\nSCHEDD_QUERY_MAX_WORKTIME = 1\n")
     costly = "[" + "; ".join(f"a{i} = a{i + 1} + a{i + 1}" for i in range(40)) + "; a40 = 1 ].a0 > 0"
     async with pool.client("condor") as c:
-        await wait_slots(c, 4)
-        await c.submit("executable = /bin/sleep\nqueue 4\n", "four.sub", "alice")
+        await wait_slots(c, 16)
+        await c.submit("executable = /bin/sleep\nqueue 16\n", "sixteen.sub", "alice")
         stub = collector_pb2_grpc.CollectorStub(c.channels.get(pool.collector_address))
         for call in (c.ads("Any", costly), c.jobs(costly),
                      stub.InvalidateAds(collector_pb2.InvalidateAdsRequest(my_type="Machine", constraint=costly),
@@ -348,5 +351,5 @@ async def test_a_constraint_that_costs_seconds_per_ad_is_stopped_by_its_budget(m
                 await call
             assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e.value.details()
             assert "_QUERY_MAX_WORKTIME" in e.value.details()
-        assert len(await c.ads("Machine")) == 4 and len(await c.jobs()) == 4
+        assert len(await c.ads("Machine")) == 16 and len(await c.jobs()) == 16
         await all_answer(pool, c)
