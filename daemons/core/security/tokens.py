@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import secrets
 import time
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -71,6 +73,11 @@ def _jwt():
     # PyJWT (and the cryptography it loads) only where a token is made or checked: a command
     # that only sends tokens starts faster without it.
     import jwt
+    from jwt.warnings import InsecureKeyLengthWarning
+    # HTCondor's key is always 32 bytes (HKDF output), which PyJWT finds short for HS384 and
+    # HS512, tokens HTCondor accepts: without this, any caller could fill a daemon's output
+    # with the warning by sending such tokens.
+    warnings.filterwarnings("ignore", category=InsecureKeyLengthWarning)
     return jwt
 
 
@@ -134,6 +141,12 @@ def is_revoked(revocation_expr: str | None, claims: dict[str, Any]) -> bool:
     return True
 
 
+def _finite_number(x: Any) -> bool:
+    # JSON as Python reads it allows NaN and Infinity (and 1e400 becomes infinity), which
+    # compare false with everything and cannot become the int a TokenInfo holds.
+    return not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) and abs(x) < 2 ** 62
+
+
 def verify(token: str, keys: KeyRing, *, trust_domain: str, now: float | None = None,
            max_age_s: int | None = None, revocation_expr: str | None = None) -> TokenInfo:
     """A verified token's contents, or TokenError saying why it is refused."""
@@ -166,13 +179,13 @@ def verify(token: str, keys: KeyRing, *, trust_domain: str, now: float | None = 
         raise TokenError(f"malformed token ({e})") from None
     exp = claims.get("exp")
     if exp is not None:
-        if isinstance(exp, bool) or not isinstance(exp, (int, float)):
-            raise TokenError("token's exp claim is not a number")
+        if not _finite_number(exp):
+            raise TokenError("token's exp claim is not a finite number")
         if wall > exp:
             raise TokenError(f"token expired {int(wall - exp)} s ago")
     iat = claims.get("iat")
-    if iat is not None and (isinstance(iat, bool) or not isinstance(iat, (int, float))):
-        raise TokenError("token's iat claim is not a number")
+    if iat is not None and not _finite_number(iat):
+        raise TokenError("token's iat claim is not a finite number")
     if max_age_s is not None and iat is not None and wall - iat > max_age_s:
         raise TokenError(f"token is {int(wall - iat)} s old, more than SEC_TOKEN_MAX_AGE = {max_age_s}")
     issuer = claims.get("iss")
