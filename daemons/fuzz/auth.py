@@ -35,6 +35,14 @@ from daemons.core.security.tokens import MAX_TOKEN_BYTES
 
 # The answers the security layer gives; anything else means bad credentials got further.
 SECURITY_REFUSALS = frozenset({grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED})
+# gRPC's transport refuses a call whose metadata is over its hard limit (16 KiB) before any
+# layer sees it: a refusal too (several oversized tokens reach it).
+TRANSPORT_METADATA_LIMIT = "received metadata size exceeds"
+
+
+def security_refusal(code: grpc.StatusCode, details: str | None) -> bool:
+    return code in SECURITY_REFUSALS or (code == grpc.StatusCode.RESOURCE_EXHAUSTED
+                                         and (details or "").startswith(TRANSPORT_METADATA_LIMIT))
 
 DEFECTS = ("expired", "other key", "unknown kid", "path kid", "bad kid", "no kid", "alg none", "other alg",
            "tampered", "other domain", "no iss", "no jti", "no sub", "bad sub", "not finite", "not a number",
@@ -137,7 +145,7 @@ def bad_token(draw, key: bytes, domain: str, identity: str, now: float | None = 
         token = good()
         return defect, token[:draw(st.integers(0, len(token) - 1))]
     elif defect == "oversized":
-        claims["pad"] = "x" * draw(st.integers(MAX_TOKEN_BYTES, 3 * MAX_TOKEN_BYTES))
+        claims["pad"] = "x" * draw(st.integers(MAX_TOKEN_BYTES, 2 * MAX_TOKEN_BYTES))
     elif defect == "garbage":
         return defect, draw(st.text(_PRINTABLE, max_size=200))
     elif defect == "two parts":

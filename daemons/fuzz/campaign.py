@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from daemons.fuzz import strategies as S
 from daemons.fuzz import targets as T
 
-CLASSES = ("submit", "config", "classad", "rpc")
+# Input classes; `auth` is RPCs with bad credentials, against the security layer (auth.py).
+CLASSES = ("submit", "config", "classad", "rpc", "auth")
 WORKER_STALL_S = 60.0          # a parser input that takes this long is a hang
 
 
@@ -132,7 +133,13 @@ async def run_pool(tally: T.Tally, fuzzer, cls: str, budget_s: float, seed: int,
                 S.classad_expr(), S.classad_text())), 40, seed)
         elif cls == "rpc":
             live = await fuzzer.live_values()
-            batch = await asyncio.to_thread(draw_batch, _rpc_inputs(targets, live), 40, seed)
+            batch = await asyncio.to_thread(draw_batch, st.tuples(_rpc_inputs(targets, live), st.booleans()), 40,
+                                            seed)
+        elif cls == "auth":
+            from daemons.fuzz.auth import bad_metadata
+            key, domain, valid = fuzzer.auth_material()
+            batch = await asyncio.to_thread(draw_batch, st.tuples(_rpc_inputs(targets), bad_metadata(
+                key, domain, valid)), 40, seed)
         else:
             batch = await asyncio.to_thread(draw_batch, S.config_file(), 10, seed)
         seed += 1
@@ -145,8 +152,11 @@ async def run_pool(tally: T.Tally, fuzzer, cls: str, budget_s: float, seed: int,
             elif cls == "classad":
                 outcome, detail = await _classad_to_pool(fuzzer, targets, *x)
             elif cls == "rpc":
-                i, values, pick = x
-                outcome, detail = await fuzzer.rpc(targets[i], values, pick)
+                (i, values, pick), as_user = x
+                outcome, detail = await fuzzer.rpc(targets[i], values, pick, as_user=as_user)
+            elif cls == "auth":
+                (i, values, pick), (what, metadata) = x
+                outcome, detail = await fuzzer.rpc_bad_credentials(targets[i], values, pick, what, metadata)
             else:
                 # The check `htcpool up` makes; then a real daemon started with what it accepts.
                 outcome, detail = await asyncio.to_thread(T.config_file_check, x)
@@ -163,6 +173,7 @@ async def run_pool(tally: T.Tally, fuzzer, cls: str, budget_s: float, seed: int,
 
 
 def _rpc_inputs(targets, live: tuple[str, ...] = ()) -> st.SearchStrategy:
+    """(target index, message values, pick): an RPC of any daemon, its message from the descriptors."""
     def one(i: int) -> st.SearchStrategy:
         t = targets[i]
         values = S.message_values(t.request, live=live)
@@ -199,7 +210,7 @@ def final_checks(tally: T.Tally, fuzzer) -> None:
 
 
 def by_class(tally: T.Tally) -> dict[str, dict[str, int]]:
-    """Outcomes per input class (submit, config, classad, rpc), parsers and pool together."""
+    """Outcomes per input class (submit, config, classad, rpc, auth), parsers and pool together."""
     out: dict[str, dict[str, int]] = {}
     for key, counts in tally.counts.items():
         c = out.setdefault(key.split(":")[0], {o: 0 for o in T.OUTCOMES})

@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ RPC_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 60.0          # a daemon given SIGTERM has stopped by then, even on a loaded machine
 MODULES = ("admin", "collector", "negotiator", "schedd", "startd")
 SERVICE_ROLE = {"Collector": "collector", "Negotiator": "negotiator", "Schedd": "schedd", "Startd": "startd1"}
+FUZZ_USER = "fuzzer"         # a plain user: WRITE and READ, no DAEMON, NEGOTIATOR or ADMINISTRATOR
 # Not sent: they stop a daemon on purpose (or change the pool's faults), which is no bad input.
 EXCLUDED = {"Admin.Shutdown", "Admin.SetFaultPlan", "Admin.ClearFaults"}
 
@@ -71,6 +73,22 @@ class RpcTarget:
         return f"{self.service}.{self.method}"
 
 
+@dataclass(frozen=True)
+class _Failed:
+    """An RPC answered with an error status, and what the fuzzer noted before sending it."""
+    code: grpc.StatusCode
+    details: str
+    address: str
+    before: Any
+
+
+# What grpc.aio's client reports when a daemon ended a client-streaming call (refused it)
+# while the client was still writing: the client's write fails and overwrites the status
+# the daemon sent (grpc/grpc#36066). The daemon's own count of the call's code says what
+# it answered.
+CLIENT_WRITE_AFTER_END = "Internal error from Core"
+
+
 def rpc_targets() -> list[RpcTarget]:
     out = []
     for m in MODULES:
@@ -91,11 +109,28 @@ def message_class(desc: pbd.Descriptor):
 
 
 class PoolFuzzer:
+    """Sends fuzzed inputs to `pool` through `client` (the daemons' own identity, so inputs
+    get past authorization to the handlers), and as other callers: a plain user (FUZZ_USER,
+    who may submit, query and act on its own jobs, and is refused the rest) and a caller
+    with no credentials of its own, which the `auth` class gives bad ones (auth.py)."""
+
     def __init__(self, pool: LocalPool, client: PoolClient) -> None:
         self.pool = pool
         self.c = client
+        self.user = pool.client(FUZZ_USER)
+        self.bare = pool.client(token="")
         self.last_cluster = 0
         self.restarts = 0
+
+    async def close(self) -> None:
+        await self.user.close()
+        await self.bare.close()
+
+    def auth_material(self) -> tuple[bytes, str, str]:
+        """(the pool's HS256 key, its trust domain, a valid daemon token) for auth.py."""
+        from daemons.core.security.keys import POOL_KEY_ID
+        return (self.pool._keys().jwt_key(POOL_KEY_ID), str(self.pool.security["trust_domain"]),
+                self.pool.token("condor"))
 
     # ---- the fuzzer's own bookkeeping, straight to the schedd ---------------------------
     # (A fuzzed InvalidateAds may rightly remove the schedd's ad until it re-advertises, so
@@ -120,47 +155,133 @@ class PoolFuzzer:
             return self.pool.daemons[keys[pick % len(keys)]].address
         return self.pool.daemons[SERVICE_ROLE[target.service]].address
 
-    def _stub_method(self, target: RpcTarget, address: str):
+    def _stub_method(self, target: RpcTarget, address: str, client: PoolClient | None = None):
         grpc_mod = importlib.import_module(f"daemons.pb.htcpool.{target.module}_pb2_grpc")
-        stub = getattr(grpc_mod, f"{target.service}Stub")(self.c.channels.get(address))
+        stub = getattr(grpc_mod, f"{target.service}Stub")((client or self.c).channels.get(address))
         return getattr(stub, target.method)
 
     # ---- one RPC --------------------------------------------------------------------------
-    async def rpc(self, target: RpcTarget, values: Any, pick: int = 0) -> tuple[str, str]:
+    async def rpc(self, target: RpcTarget, values: Any, pick: int = 0, as_user: bool = False) -> tuple[str, str]:
+        """One RPC as the daemons (or as FUZZ_USER): an acceptance or a clean refusal that
+        changed nothing."""
+        sent = await self._send(target, values, pick, self.user if as_user else self.c)
+        if sent is None:
+            return "accepted", ""
+        if not isinstance(sent, _Failed):
+            return sent
+        return await self._classify(target, sent)
+
+    async def rpc_bad_credentials(self, target: RpcTarget, values: Any, pick: int, what: str,
+                                  metadata: list[tuple[str, Any]]) -> tuple[str, str]:
+        """One RPC with bad credentials (auth.py): only the security layer's refusals are right."""
+        from daemons.fuzz.auth import security_refusal
+        sent = await self._send(target, values, pick, self.bare, metadata)
+        if sent is None:
+            return "error", f"{target.name} with {what}: accepted (bad credentials got past the security layer)"
+        if not isinstance(sent, _Failed):
+            return sent
+        if security_refusal(sent.code, sent.details):
+            problem = await self._changed_by_refusal(target, sent.before)
+            return ("error", f"{target.name} with {what}: {sent.code.name}, but {problem}") if problem else ("refused", "")
+        if sent.code in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):
+            return await self._classify(target, sent)
+        return "error", (f"{target.name} with {what}: {sent.code.name}: {sent.details} (bad credentials got past "
+                         "the security layer, or it failed)")
+
+    async def _send(self, target: RpcTarget, values: Any, pick: int, client: PoolClient,
+                    metadata: list[tuple[str, Any]] | None = None) -> "_Failed | tuple[str, str] | None":
+        """None (answered), _Failed, or an (outcome, detail) decided before sending."""
         cls = message_class(target.request)
         try:
             if target.client_streaming:
                 messages = [build_message(cls, v) for v in values]
             else:
                 request = build_message(cls, values)
+                messages = [request]
+            for m in messages:
+                # Some values (lone surrogates in a repeated string) pass protobuf's setters and
+                # fail only when serialized, which in a stream gRPC reports as INTERNAL.
+                m.SerializeToString()
         except (ValueError, TypeError) as e:
             return "refused", f"not a valid message: {e}"   # protobuf itself refused the values
         address = self.address(target, pick)
-        call = self._stub_method(target, address)
+        call = self._stub_method(target, address, client)
         before = await self._state_before(target, values)
+        counted = await asyncio.to_thread(self.server_codes, target, address) if target.client_streaming else None
+        extra = {"metadata": tuple(metadata)} if metadata is not None else {}
         try:
             if target.client_streaming:
                 async def gen():
                     for m in messages:
                         yield m
-                responses = call(gen(), timeout=RPC_TIMEOUT_S)
+                responses = call(gen(), timeout=RPC_TIMEOUT_S, **extra)
                 async for _ in responses:
                     pass
             elif target.server_streaming:
-                async for _ in call(request, timeout=RPC_TIMEOUT_S):
+                async for _ in call(request, timeout=RPC_TIMEOUT_S, **extra):
                     pass
             else:
-                reply = await call(request, timeout=RPC_TIMEOUT_S)
+                reply = await call(request, timeout=RPC_TIMEOUT_S, **extra)
                 if target.name == "Schedd.Submit":
                     self.last_cluster = max(self.last_cluster, reply.cluster_id)
         except grpc.aio.AioRpcError as e:
-            return await self._classify(target, e, address, before)
-        return "accepted", ""
+            code, details = e.code(), e.details() or ""
+            if counted is not None and code == grpc.StatusCode.INTERNAL and details == CLIENT_WRITE_AFTER_END:
+                code, details = await self._server_answer(target, address, counted, code, details)
+            return _Failed(code, details, address, before)
+        return None
 
-    async def _classify(self, target: RpcTarget, e: grpc.aio.AioRpcError, address: str,
-                        before: Any) -> tuple[str, str]:
-        code = e.code()
-        detail = f"{target.name}: {code.name}: {e.details()}"
+    async def _server_answer(self, target: RpcTarget, address: str, counted: tuple[Counter, Counter],
+                             code: grpc.StatusCode, details: str) -> tuple[grpc.StatusCode, str]:
+        """The code the daemon answered the call with, when the client saw CLIENT_WRITE_AFTER_END.
+        A refusal by the security layer is exact (its own counter: the negotiator's calls to the
+        schedd are never refused); otherwise the call's code among those the daemon counted
+        meanwhile, where the negotiator's own Negotiate calls end OK. A daemon counts a call as
+        it ends, which may be just after the client saw the end: hence the wait."""
+        deadline = time.monotonic() + 10.0
+        while True:
+            calls, refused = await asyncio.to_thread(self.server_codes, target, address)
+            by_security = refused - counted[1]
+            if by_security:
+                answered = next(iter(by_security))
+                return grpc.StatusCode[answered], f"{details} (the security layer answered {answered})"
+            new = calls - counted[0]
+            other = {c: n for c, n in new.items() if c != "OK"}
+            if len(other) == 1:
+                answered = next(iter(other))
+                return grpc.StatusCode[answered], f"{details} (the daemon answered {answered})"
+            if time.monotonic() > deadline:
+                if new and not other:
+                    return grpc.StatusCode.OK, f"{details} (the daemon answered OK)"
+                return code, f"{details} (the daemon counted {dict(new)})"
+            await asyncio.sleep(0.05)
+
+    def server_codes(self, target: RpcTarget, address: str) -> tuple[Counter, Counter]:
+        """Calls of `target` the daemon at `address` answered, and those its security layer
+        refused, by status code (from /metrics)."""
+        key = next((k for k, d in self.pool.daemons.items() if d.address == address), None)
+        url = self.pool.daemons[key].info.get("status_url", "") if key else ""
+        calls: Counter = Counter()
+        refused: Counter = Counter()
+        if not url:
+            return calls, refused
+        try:
+            text = urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=10).read().decode()
+        except OSError:
+            return calls, refused
+        for line in text.splitlines():
+            m = re.match(r'htcpool_\w+?_(rpc_calls_total|security_refused_total)\{(.*)\} (\S+)$', line)
+            if m:
+                labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2)))
+                if labels.get("method") == target.method and labels.get("service", "").endswith(f".{target.service}"):
+                    (calls if m.group(1) == "rpc_calls_total" else refused)[labels["code"]] += int(float(m.group(3)))
+        return calls, refused
+
+    async def _classify(self, target: RpcTarget, failed: _Failed) -> tuple[str, str]:
+        code, address, before = failed.code, failed.address, failed.before
+        detail = f"{target.name}: {code.name}: {failed.details}"
+        if code == grpc.StatusCode.OK:
+            return "accepted", ""
         if code in REFUSALS:
             problem = await self._changed_by_refusal(target, before)
             return ("error", f"{detail}; but {problem}") if problem else ("refused", "")
@@ -247,7 +368,12 @@ class PoolFuzzer:
 
     def metric_errors(self) -> dict[str, float]:
         """rpc_handler_errors_total + unexpected_errors_total, per daemon, from /metrics."""
+        return self.metric_totals("rpc_handler_errors_total", "unexpected_errors_total")
+
+    def metric_totals(self, *names: str) -> dict[str, float]:
+        """The sum of the metrics `names` (over all their labels), per daemon, from /metrics."""
         out = {}
+        pattern = re.compile(r"htcpool_\w+?_(%s)[{ ]" % "|".join(map(re.escape, names)))
         for key, d in self.pool.daemons.items():
             url = d.info.get("status_url", "")
             if not url:
@@ -256,11 +382,7 @@ class PoolFuzzer:
                 text = urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=10).read().decode()
             except OSError:
                 continue
-            total = 0.0
-            for line in text.splitlines():
-                if re.match(r"htcpool_\w+_(rpc_handler_errors_total|unexpected_errors_total)\b", line):
-                    total += float(line.rsplit(" ", 1)[1])
-            out[key] = total
+            out[key] = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if pattern.match(line))
         return out
 
     async def live_values(self) -> tuple[str, ...]:
