@@ -2,10 +2,13 @@
 
 A third of the budget goes to the parsers (submit files as bytes, ClassAd texts,
 configurations read knob by knob), each in a watched worker process; the rest to a
-running pool (collector, negotiator, schedd, startd), round-robin in slices: submit
-files to the schedd, ClassAd texts wherever a daemon takes one, every RPC of every
-daemon built from the protobuf descriptors, and configurations checked as `htcpool up`
-checks them and then used to start a real daemon. It prints, for each class, the
+running pool (collector, negotiator, schedd, startd; security as by default, so every
+call needs a token), round-robin in slices: submit files to the schedd, ClassAd texts
+wherever a daemon takes one, every RPC of every daemon built from the protobuf
+descriptors (with valid tokens: the daemons' own and a plain user's), the same RPCs with
+bad credentials against the security layer (`auth`: no token, garbage metadata,
+malformed, expired or foreign tokens, a kid naming no key), and configurations checked
+as `htcpool up` checks them and then used to start a real daemon. It prints, for each class, the
 inputs tried and how many were accepted, refused, errors, hangs and crashes (all of
 the last three must be 0), writes the inputs behind any bad outcome to
 OUT/failures.json, and exits 1 if there was one.
@@ -66,18 +69,21 @@ async def _pool_campaign(tally, out: Path, budget_s: float, seed: int) -> int:
         async with pool.client("condor") as c:
             await wait_for(lambda: c.ads("Machine"), timeout_s=60, what="the fuzz pool's slot ad")
             fuzzer = PoolFuzzer(pool, c)
-            deadline = time.monotonic() + budget_s
-            classes = ("submit", "rpc", "classad", "config")
-            slice_s = max(10.0, min(60.0, budget_s / 8))
-            turn = 0
-            while time.monotonic() < deadline - 1:
-                cls = classes[turn % len(classes)]
-                left = deadline - time.monotonic()
-                print(f"pool: {cls} for {min(slice_s, left):.0f} s", flush=True)
-                await C.run_pool(tally, fuzzer, cls, min(slice_s, left), seed + 1000 * turn)
-                turn += 1
-            C.final_checks(tally, fuzzer)
-            return fuzzer.restarts
+            try:
+                deadline = time.monotonic() + budget_s
+                classes = ("submit", "rpc", "auth", "classad", "config")
+                slice_s = max(10.0, min(60.0, budget_s / 10))
+                turn = 0
+                while time.monotonic() < deadline - 1:
+                    cls = classes[turn % len(classes)]
+                    left = deadline - time.monotonic()
+                    print(f"pool: {cls} for {min(slice_s, left):.0f} s", flush=True)
+                    await C.run_pool(tally, fuzzer, cls, min(slice_s, left), seed + 1000 * turn)
+                    turn += 1
+                C.final_checks(tally, fuzzer)
+                return fuzzer.restarts
+            finally:
+                await fuzzer.close()
     finally:
         await asyncio.to_thread(pool.stop)
 
@@ -89,7 +95,7 @@ def _print_table(tally, wall: float) -> None:
           "process, pool = against the running daemons)")
     print(f"{'class':<16}{'tried':>8}" + "".join(f"{o:>10}" for o in OUTCOMES))
     totals = by_class(tally)
-    for cls in ("submit", "config", "classad", "rpc", "pool"):
+    for cls in ("submit", "config", "classad", "rpc", "auth", "pool"):
         for key in (f"{cls}:parser", f"{cls}:pool", cls):
             c = tally.counts.get(key) if key != cls else totals.get(cls)
             if c:

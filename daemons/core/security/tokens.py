@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import secrets
 import time
 import warnings
@@ -29,6 +30,8 @@ from daemons.core.security.levels import ALL, parse_level
 SCOPE_PREFIX = "condor:/"
 # HTCondor signs with HS256; it verifies HS384 and HS512 too. Nothing else (never "none").
 ALGORITHMS = ("HS256", "HS384", "HS512")
+# The text of a JWT in compact form: base64url parts joined by dots.
+_JWT_TEXT = re.compile(r"[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*")
 # A token longer than this is refused before it is decoded (HTCondor's are ~300 bytes).
 MAX_TOKEN_BYTES = 4096
 
@@ -109,6 +112,9 @@ def unverified(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
     parts = token.split(".")
     if len(parts) != 3:
         raise TokenError("not a JWT (it has not three dot-separated parts)")
+    if not _JWT_TEXT.fullmatch(token):
+        # (Sent as is, such text would make gRPC refuse the call's metadata, not the server.)
+        raise TokenError("not a JWT (it holds characters other than base64url letters and dots)")
     try:
         header, claims = (json.loads(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4))) for p in parts[:2])
     except (ValueError, TypeError) as e:
