@@ -45,6 +45,8 @@ class _Who(ServerLayer):
 
     async def admit(self, call, context):
         who = call.metadata.get("x-who")
+        if who == "bug":
+            raise OverflowError("a layer's own bug")   # as the token check's int(inf) once was
         if who == "mallory":
             await context.abort(grpc.StatusCode.PERMISSION_DENIED, "not you")
         call.identity = who or call.identity
@@ -90,6 +92,23 @@ async def test_a_layer_refuses_before_the_handler_runs(served):
     finally:
         await ch.close()
     assert pipeline.calls[("/htcpool.v1.Admin/Ping", "PERMISSION_DENIED")] == 1
+
+
+async def test_an_exception_in_a_layer_is_internal_logged_and_counted_too(served, caplog):
+    """A layer (the security layer checking a token) that fails is a handler error like any."""
+    pipeline, admin, address = served
+    ch = Channels(layers=[_Tag("x-who", "bug")])
+    try:
+        with caplog.at_level(logging.ERROR, logger="test.rpc"):
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                await admin_pb2_grpc.AdminStub(ch.get(address)).Ping(common_pb2.Empty(), timeout=5)
+        assert (e.value.code(), e.value.details()) == (grpc.StatusCode.INTERNAL,
+                                                       "internal error in Admin.Ping: OverflowError")
+        assert admin.seen == [] and pipeline.handler_errors["/htcpool.v1.Admin/Ping"] == 1
+        record = next(r for r in caplog.records if "unexpected error in Admin.Ping" in r.getMessage())
+        assert record.exc_info is not None
+    finally:
+        await ch.close()
 
 
 async def test_a_handler_exception_is_internal_logged_and_counted(served, caplog):
