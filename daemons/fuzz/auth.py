@@ -182,7 +182,9 @@ def bad_metadata(draw, key: bytes, domain: str, valid_token: str) -> tuple[str, 
         md.append(("authorization", draw(st.sampled_from(["Basic ", "Token ", "", "Bearer:", "Bearertoken "]))
                    + valid_token))
     elif kind == "valid token after too many candidates":
-        bad = draw(st.lists(bad_token(key, domain, identity), min_size=MAX_CANDIDATES, max_size=MAX_CANDIDATES + 2))
+        # Each bad one must be a candidate the server reads ("Bearer" and nothing is none).
+        bad = draw(st.lists(bad_token(key, domain, identity).filter(lambda dt: dt[1].strip()),
+                            min_size=MAX_CANDIDATES, max_size=MAX_CANDIDATES + 2))
         md += [("authorization", f"Bearer {t}") for _, t in bad]
         md.append(("authorization", f"Bearer {valid_token}"))
     # Noise around the credentials, in any order (a server must not read past its own key).

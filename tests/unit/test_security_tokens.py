@@ -9,7 +9,7 @@ import jwt
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from daemons.fuzz.auth import bad_token, claims_json, signed
+from daemons.fuzz.auth import bad_metadata, bad_token, claims_json, signed
 
 from daemons.core.security.keys import KeyRing, derive_jwt_key, scramble
 from daemons.core.security.tokens import (MAX_TOKEN_BYTES, TokenCache, TokenError, is_revoked, mint, parse_scopes,
@@ -177,3 +177,15 @@ def test_the_fuzzers_tokens_are_signed_with_the_pools_key(keys):
     for alg in ("HS256", "HS384", "HS512"):
         assert _verify(keys, signed({"alg": alg, "kid": "POOL"}, claims_json(claims), key, alg)).identity == \
             f"condor@{DOMAIN}"
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(data=bad_metadata(derive_jwt_key(b"k"), DOMAIN, "valid.token.text"))
+def test_the_fuzzers_buried_valid_token_comes_after_as_many_candidates_as_a_server_reads(data):
+    """Otherwise a server rightly accepts it, and the fuzzer would call that a hole."""
+    from daemons.core.security.layer import tokens_in
+    what, metadata = data
+    if what == "valid token after too many candidates":
+        assert "valid.token.text" not in tokens_in(metadata)
+    elif what == "valid token, other scheme":
+        assert tokens_in(metadata) == []
