@@ -182,7 +182,9 @@ class PoolFuzzer:
             return sent
         if security_refusal(sent.code, sent.details):
             problem = await self._changed_by_refusal(target, sent.before)
-            return ("error", f"{target.name} with {what}: {sent.code.name}, but {problem}") if problem else ("refused", "")
+            if problem:
+                return "error", f"{target.name} with {what}: {sent.code.name}, but {problem}"
+            return "refused", ""
         if sent.code in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):
             return await self._classify(target, sent)
         return "error", (f"{target.name} with {what}: {sent.code.name}: {sent.details} (bad credentials got past "

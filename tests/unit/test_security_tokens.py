@@ -158,7 +158,8 @@ def test_cache_verifies_once_and_still_expires(keys):
     assert len(cache._entries) == 2     # bounded
 
 
-@settings(max_examples=300, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=bad_token(derive_jwt_key(b"pool-secret" * 2), DOMAIN, f"condor@{DOMAIN}", now=NOW))
 def test_every_kind_of_defective_token_is_refused_never_an_unexpected_error(keys, data):
     """The fuzzer's bad tokens (daemons/fuzz/auth.py: each otherwise the daemons' own, so an
