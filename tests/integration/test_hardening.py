@@ -98,6 +98,7 @@ async def test_bad_submissions_and_edits_are_refused_whole(make_pool, tmp_path):
 
         cli_refuses(["qedit", "1.0", "é", "1"], "'é' is not an attribute name", pool)
         cli_refuses(["qedit", "1.0", "JobStatus", "2"], "attribute JobStatus cannot be edited", pool)
+        cli_refuses(["qedit", "1.0", "Owner", '"root"'], "attribute Owner cannot be edited", pool)
         cli_refuses(["qedit", "2.0", "Foo", DEEP_ARG], "Foo: nested more than 1000 deep", pool)  # no such job either
         cli_refuses(["qedit", "1.0", "RequestCpus", '"four"'], "is a string, not a number", pool)
 
