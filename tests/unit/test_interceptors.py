@@ -220,3 +220,68 @@ async def test_a_bidi_stream_that_fails_is_internal_logged_and_counted(failing, 
     assert pipeline.handler_errors["/htcpool.v1.Schedd/Negotiate"] == 1
     record = next(r for r in caplog.records if "unexpected error in Schedd.Negotiate" in r.getMessage())
     assert isinstance(record.exc_info[1], RuntimeError)
+
+
+class _GoneContext:
+    """A call whose client has gone: gRPC refuses to send its status (ExecuteBatchError)."""
+
+    def __init__(self, gone: bool) -> None:
+        self.gone = gone
+
+    def invocation_metadata(self):
+        return ()
+
+    def peer(self):
+        return "" if self.gone else "ipv4:127.0.0.1:1"
+
+    def cancelled(self):
+        return self.gone
+
+    def done(self):
+        return self.gone
+
+    def code(self):
+        return None
+
+    async def abort(self, code, details):
+        from grpc._cython import cygrpc
+        if code != grpc.StatusCode.INTERNAL:
+            raise cygrpc.ExecuteBatchError("Failed \"execute_batch\"")
+        raise grpc.aio.AbortError(details)     # the pipeline's own INTERNAL goes out
+
+
+class _Refuser(ServerLayer):
+    async def admit(self, call, context):
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, "no token")
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_a_refusal_the_client_no_longer_waits_for_is_cancelled_not_an_error(streaming, caplog):
+    """Seen fuzzing: the security layer refused a Negotiate stream as its client abandoned it;
+    gRPC's refusal to send the status is not a bug of htcpool's (no traceback, not counted as
+    one), while the same exception on a call still open is."""
+    pipeline = ServerPipeline([_Refuser()], log=logging.getLogger("test.rpc"))
+
+    async def unary(request, context):
+        return common_pb2.Empty()
+
+    async def stream(request_iterator, context):
+        yield common_pb2.Empty()
+    handler = (grpc.stream_stream_rpc_method_handler(stream) if streaming
+               else grpc.unary_unary_rpc_method_handler(unary))
+    wrapped = pipeline._wrap("/htcpool.v1.Schedd/Negotiate", handler)
+
+    async def run(context):
+        if streaming:
+            return [m async for m in wrapped.stream_stream(iter(()), context)]
+        return await wrapped.unary_unary(common_pb2.Empty(), context)
+    with caplog.at_level(logging.INFO, logger="test.rpc"):
+        await run(_GoneContext(gone=True))
+    assert pipeline.handler_errors == {} and not any(r.exc_info for r in caplog.records)
+    assert pipeline.calls[("/htcpool.v1.Schedd/Negotiate", "CANCELLED")] == 1
+    # The call is still open: gRPC failing there is unexpected, logged and counted.
+    with caplog.at_level(logging.ERROR, logger="test.rpc"):
+        with pytest.raises(grpc.aio.AbortError):
+            await run(_GoneContext(gone=False))
+    assert pipeline.handler_errors["/htcpool.v1.Schedd/Negotiate"] == 1
+    assert any(r.exc_info for r in caplog.records if "unexpected error in Schedd.Negotiate" in r.getMessage())
