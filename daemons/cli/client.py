@@ -72,12 +72,15 @@ class PoolClient:
     async def schedd(self, name: str | None = None) -> schedd_pb2_grpc.ScheddStub:
         return schedd_pb2_grpc.ScheddStub(self.channels.get(await self.daemon_address("Scheduler", name)))
 
-    async def submit(self, text: str, file: str, owner: str = "", schedd: str | None = None) -> tuple[int, int]:
+    async def submit(self, text: str, file: str, owner: str = "", schedd: str | None = None,
+                     queue_items: dict[int, list[str]] | None = None) -> tuple[int, int]:
         """Submit as the caller (the token's user); `owner` names another user, which only a
-        queue super user may do."""
+        queue super user may do. `queue_items`: the items of `queue ... from FILE` and
+        `queue ... matching` statements, by line, read where the submit file is."""
         stub = await self.schedd(schedd)
-        reply = await stub.Submit(schedd_pb2.SubmitRequest(submit_description=text, submit_file=file, owner=owner),
-                                  timeout=60.0)
+        items = [schedd_pb2.QueueItems(line=line, items=values) for line, values in (queue_items or {}).items()]
+        reply = await stub.Submit(schedd_pb2.SubmitRequest(submit_description=text, submit_file=file, owner=owner,
+                                                           queue_items=items), timeout=60.0)
         return reply.cluster_id, reply.count
 
     async def jobs(self, constraint: str = "", projection: Sequence[str] = (), history: bool = False,

@@ -77,7 +77,7 @@ class LocalPool:
                  startd_specs: list[StartdSpec] | None = None,
                  daemon_args: dict[str, list[str]] | None = None, tls: bool | str = False,
                  launch_prefix: Callable[[str], list[str]] | None = None,
-                 daemon_env: dict[str, dict[str, str]] | None = None) -> None:
+                 daemon_env: dict[str, dict[str, str]] | None = None, check_roles: bool = False) -> None:
         self.state_dir = Path(state_dir).resolve()
         self.config_file = Path(config_file).resolve() if config_file else None
         self.machines = machines
@@ -92,6 +92,9 @@ class LocalPool:
         # daemon on its own host, daemons/harness/netns.py), and environment by key.
         self.launch_prefix = launch_prefix
         self.daemon_env = dict(daemon_env or {})
+        # Check every daemon's settings (types, ranges) before starting any (`htcpool up`);
+        # otherwise each daemon checks its own as it starts.
+        self.check_roles = check_roles
         self.daemons: dict[str, DaemonProc] = {}
         self.epoch = time.time()
         self.collector_address = ""
@@ -282,12 +285,14 @@ class LocalPool:
     def start(self, timeout_s: float = 60.0) -> "LocalPool":
         """Start every daemon and wait until each has reported its address (it serves)."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        # One check up front: a bad configuration fails here, before any process starts.
-        check_config_file(self.config_file, self.state_dir)
-        for spec in self.startd_specs:
-            check_config_file(spec.config_file, self.state_dir)
         if self.tls:
-            self._make_tls()
+            self._make_tls()     # (first: the settings checked below name its files)
+        # One check up front: a bad configuration fails here, before any process starts.
+        roles = tuple(r for r in self.roles if r != "startd" or not self.startd_specs) if self.check_roles else ()
+        check_config_file(self.config_file, self.state_dir, roles=roles, env=self._base_env())
+        for spec in self.startd_specs:
+            check_config_file(spec.config_file, self.state_dir, roles=("startd",) if self.check_roles else (),
+                              env=self._base_env())
         deadline = time.monotonic() + timeout_s
         if "collector" in self.roles:
             d = self._spec("collector", "collector")

@@ -5,6 +5,11 @@ common Admin service, runs a status page, runs named periodic tasks on pool time
 publishes its own ad(s) to the collector every update interval (and on demand) and
 withdraws them on shutdown. Subclasses fill in `add_services`, `on_start`,
 `on_close`, `own_ads`, `status` and `metrics`.
+
+No exception goes unseen: handler errors are logged and counted by the RPC pipeline,
+periodic tasks' failures by the periodic runner, tasks started with `spawn` when they
+end, and anything else that reaches the event loop by its exception handler; each
+with its traceback in the daemon's log and a counter on /metrics.
 """
 from __future__ import annotations
 
@@ -13,8 +18,9 @@ import ipaddress
 import logging
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Coroutine
 
 import grpc
 
@@ -84,6 +90,9 @@ class Daemon:
         self._update_seq = 0
         self._advertise_failures = 0         # in a row, for the backoff
         self._advertise_failures_total = 0
+        self._background: set[asyncio.Task] = set()
+        # Unexpected exceptions outside RPC handlers, by where they happened.
+        self.errors: Counter[str] = Counter()
         self.collector = (CollectorClient(self.channels, common.collector_host, self.log)
                           if common.collector_host else None)
         # Every incoming call passes this pipeline: security first, then any other layers
@@ -124,8 +133,36 @@ class Daemon:
             "pool_time_seconds": self.clock.now(),
             "periodic_failures_total": float(sum(p.failures for p in self._periodics.values())),
             "advertise_failures_total": float(self._advertise_failures_total),
+            "unexpected_errors_total": {(("where", w),): float(n) for w, n in self.errors.items()},
             **self.rpc.metrics(),
         }
+
+    # ---- unexpected errors ----------------------------------------------------
+    def note_error(self, where: str, exc: BaseException | None, message: str = "") -> None:
+        """Log an unexpected exception with its traceback and count it on /metrics."""
+        self.errors[where] += 1
+        self.log.error("unexpected error in %s: %s", where, message or (describe(exc) if exc else "?"),
+                       exc_info=exc)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task:
+        """Run `coro` in the background; cancelled at close, its failure logged and counted."""
+        task = asyncio.create_task(coro, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+        return task
+
+    def _background_done(self, task: asyncio.Task) -> None:
+        self._background.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            # Label by kind ("schedd:after"), not by instance, to keep /metrics small.
+            self.note_error(":".join(task.get_name().split(":")[:2]), exc,
+                            f"background task {task.get_name()} failed: {describe(exc)}")
+
+    def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        self.note_error("event loop", context.get("exception"), str(context.get("message", "")))
 
     # ---- lifecycle --------------------------------------------------------
     async def start(self) -> None:
@@ -133,6 +170,7 @@ class Daemon:
             return
         self._started = True
         self.security.prepare()
+        asyncio.get_running_loop().set_exception_handler(self._loop_exception)
         self._server = new_server([self.rpc])
         self.add_services(self._server)
         admin_pb2_grpc.add_AdminServicer_to_server(_AdminService(self), self._server)
@@ -175,12 +213,15 @@ class Daemon:
         for p in self._periodics.values():
             if p.task is not None:
                 await cancel_and_wait(p.task)
+        for t in list(self._background):
+            await cancel_and_wait(t)
         try:
             await self.on_close()
         except Exception:
             self.log.exception("error while closing")
-        # A daemon that never served (a missing key, a port in use) has no ads to withdraw.
-        if not self.fast_shutdown and self.address:
+        # A daemon that never served (a missing key, a port in use) or never got as far as
+        # advertising has no ads to withdraw.
+        if not self.fast_shutdown and self.address and self.started_at:
             await self.withdraw()
         if self._page is not None:
             await self._page.stop()
@@ -230,8 +271,11 @@ class Daemon:
             except Exception as e:
                 p.failures += 1
                 p.last_error = describe(e)
-                self.log.warning("periodic task %s failed: %s", p.name, p.last_error,
-                                 exc_info=not isinstance(e, grpc.aio.AioRpcError))
+                if isinstance(e, grpc.aio.AioRpcError):
+                    # A peer that is down or slow: expected, retried at the next run.
+                    self.log.warning("periodic task %s failed: %s", p.name, p.last_error)
+                else:
+                    self.note_error(f"periodic {p.name}", e, f"periodic task {p.name} failed: {p.last_error}")
             next_run = p.last_run + p.interval_s
             if next_run < self.clock.now():
                 # Overran a whole interval: start again from now rather than bunching.

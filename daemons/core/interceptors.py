@@ -15,7 +15,9 @@ Server side, for each call, in order:
 4. for streams, each layer that defines `on_request` / `on_response` sees every message,
    one at a time and in order, so a delay keeps the stream's order;
 5. the handler runs; an exception it did not turn into a status is logged with its
-   traceback, counted, and returned as INTERNAL naming the method (never a bare UNKNOWN).
+   traceback, counted, and returned as INTERNAL naming the method (never a bare UNKNOWN)
+   — except gRPC's own refusal to send on a call whose client has already gone, which
+   is counted as CANCELLED.
 Every call is counted by method and status code for /metrics.
 
 Client side, each layer's `outgoing(method, metadata)` may add metadata (a token) or
@@ -145,6 +147,23 @@ class ServerPipeline(grpc.aio.ServerInterceptor):
     def _finish(self, call: Call | None, method: str, code: grpc.StatusCode | None) -> None:
         self.calls[(method, (code or grpc.StatusCode.OK).name)] += 1
 
+    def _client_gone(self, method: str, context: grpc.aio.ServicerContext, exc: BaseException) -> bool:
+        """gRPC could not send on a call whose client has already gone (it cancelled, or its
+        deadline passed, while a layer or the handler was answering): nothing failed here and
+        nobody is left to answer, so it is counted as CANCELLED, not as a handler error. Seen
+        when the security layer refuses a client stream its client abandons at the same moment."""
+        if not isinstance(exc, grpc.aio.InternalError):
+            return False
+        try:
+            gone = context.cancelled() or context.done() or not context.peer()
+        except Exception:
+            gone = False
+        if gone:
+            self.calls[(method, grpc.StatusCode.CANCELLED.name)] += 1
+            self.log.info("%s: the client went away before its answer could be sent (%s)",
+                          method.rsplit("/", 1)[-1], type(exc).__name__)
+        return gone
+
     async def _failed(self, method: str, context: grpc.aio.ServicerContext, exc: BaseException) -> None:
         short = method.rsplit("/", 2)
         where = f"{short[-2].rsplit('.', 1)[-1]}.{short[-1]}" if len(short) >= 2 else method
@@ -178,6 +197,7 @@ class ServerPipeline(grpc.aio.ServerInterceptor):
 
         async def unary_response(behavior, request_or_iterator, context, streaming_in: bool):
             call = None
+            gone = False
             try:
                 call = await pipeline._enter(method, context)
                 if streaming_in and request_hooks():
@@ -191,12 +211,17 @@ class ServerPipeline(grpc.aio.ServerInterceptor):
             except NotImplementedError:
                 await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not implemented")
             except Exception as e:
+                if pipeline._client_gone(method, context, e):
+                    gone = True
+                    return
                 await pipeline._failed(method, context, e)
             finally:
-                pipeline._finish(call, method, pipeline._code_of(context))
+                if not gone:
+                    pipeline._finish(call, method, pipeline._code_of(context))
 
         async def stream_response(behavior, request_or_iterator, context, streaming_in: bool):
             call = None
+            gone = False
             try:
                 call = await pipeline._enter(method, context)
                 if streaming_in and request_hooks():
@@ -219,9 +244,13 @@ class ServerPipeline(grpc.aio.ServerInterceptor):
             except NotImplementedError:
                 await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not implemented")
             except Exception as e:
+                if pipeline._client_gone(method, context, e):
+                    gone = True
+                    return
                 await pipeline._failed(method, context, e)
             finally:
-                pipeline._finish(call, method, pipeline._code_of(context))
+                if not gone:
+                    pipeline._finish(call, method, pipeline._code_of(context))
 
         # grpc.aio tells the call kinds apart by the behaviour's type (a coroutine function
         # or an async generator function), so each wrapper must be a real `async def`.

@@ -18,7 +18,7 @@ from daemons.core import ads
 from daemons.core.crashpoints import crashpoint
 from daemons.core.rpc import describe
 from daemons.pb.htcpool import common_pb2, schedd_pb2, startd_pb2, startd_pb2_grpc
-from daemons.schedd import scheduling
+from daemons.schedd import machine_attrs, scheduling
 from daemons.schedd.jobqueue import Job
 from daemons.schedd.scheduling import ScheddClaim
 from daemons.schedd.submit import COMPLETED, IDLE, RUNNING
@@ -152,6 +152,9 @@ class ClaimsMixin:
         }
         if "JobStartDate" not in job.attrs:
             changes["JobStartDate"] = str(now)
+        if claim.slot_ad is not None:
+            changes.update(machine_attrs.on_start(job.attrs, claim.slot_ad, self.cfg.system_job_machine_attrs,
+                                                  self.cfg.system_job_machine_attrs_history_length))
         before = {k: job.attrs.get(k) for k in changes}
         job_ad = job.text()
         claim.job = job.key
@@ -175,6 +178,11 @@ class ClaimsMixin:
         self.log.info("Started job %s on %s", job.id, claim.slot_name)
         self.trigger("advertise")
         await self.txlog.commit(n)
+
+    def rotate_machine_attrs(self, job: Job) -> dict[str, str]:
+        """A job leaving its slot unfinished: shift its MachineAttr<X><N> history by one."""
+        return machine_attrs.on_leave(job.attrs, self.cfg.system_job_machine_attrs,
+                                      self.cfg.system_job_machine_attrs_history_length)
 
     async def _release_claim(self, claim: ScheddClaim, reason: str) -> None:
         self.claims.pop(claim.id, None)
@@ -278,6 +286,7 @@ class ClaimsMixin:
             else:
                 why = ev.reason or ("claim lost" if ev.kind == schedd_pb2.CLAIM_LOST else "evicted")
                 common.update({"JobStatus": str(IDLE), "LastVacateTime": str(t), "VacateReason": _quote(why)})
+                common.update(self.rotate_machine_attrs(job))
                 self.change(job, common)
                 self.claims.pop(ev.claim_id, None)
                 self.counters["jobs_evicted"] += 1
@@ -354,7 +363,8 @@ class ClaimsMixin:
         t = int(self.clock.now())
         n = self.change(job, {"JobStatus": str(IDLE), "EnteredCurrentStatus": str(t),
                               "LastRemoteHost": job.attrs.get("RemoteHost"), "RemoteHost": None,
-                              "ClaimId": None, "LastVacateTime": str(t), "VacateReason": _quote(reason)})
+                              "ClaimId": None, "LastVacateTime": str(t), "VacateReason": _quote(reason),
+                              **self.rotate_machine_attrs(job)})
         self.log.info("Job %s on %s returned to the queue: %s", job.id, claim.slot_name, reason)
         await self.txlog.commit(n)
         self.trigger("advertise")

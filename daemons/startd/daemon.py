@@ -83,7 +83,7 @@ class StartdDaemon(Daemon):
                                 for t in self.cfg.slot_types))
         for warning in self.cfg.warnings:
             self.log.warning("%s", warning)
-        self._event_task = asyncio.create_task(self._deliver_events(), name="startd:events")
+        self._event_task = self.spawn(self._deliver_events(), "startd:events")
         lease = self.cfg.claim_lease_s
         self.add_periodic("leases", max(1.0, min(self.cfg.alive_interval_s, lease / 10)), self._check_leases)
         pols = [self.cfg.policy(t) for t in self.cfg.slot_types]
@@ -340,7 +340,7 @@ class StartdDaemon(Daemon):
     def _changed(self) -> None:
         self._sync_preemption()
         if self._flush_task is None or self._flush_task.done():
-            self._flush_task = asyncio.create_task(self._flush_dirty(), name="startd:flush")
+            self._flush_task = self.spawn(self._flush_dirty(), "startd:flush")
 
     async def _flush_dirty(self) -> None:
         assert self.model is not None

@@ -99,6 +99,7 @@ class Caller:
 
     def __init__(self, pool: LocalPool, token: str) -> None:
         self.client = PoolClient(pool.collector_address, tokens=[token] if token else [])
+        self.token = token
         self.addr = {k: d.address for k, d in pool.daemons.items()}
 
     def stub(self, cls, key: str):
@@ -106,6 +107,20 @@ class Caller:
 
     async def close(self) -> None:
         await self.client.close()
+
+
+def _negotiate_sync(address: str, token: str) -> grpc.StatusCode:
+    messages = [schedd_pb2.NegotiatorMessage(start=schedd_pb2.NegotiateStart(submitter="nobody@testhost", cycle=1)),
+                schedd_pb2.NegotiatorMessage(end=schedd_pb2.NegotiateEnd())]
+    with grpc.insecure_channel(address) as channel:
+        call = schedd_pb2_grpc.ScheddStub(channel).Negotiate(
+            iter(messages), timeout=10, metadata=[("authorization", f"Bearer {token}")] if token else None)
+        try:
+            for _ in call:
+                pass
+        except grpc.RpcError:
+            pass
+        return call.code()
 
 
 def outcome(exc: BaseException | None) -> str:
@@ -217,19 +232,10 @@ async def probe(row: str, col: str, c: Caller, pool: LocalPool, job: str) -> str
             assert (ads.get(ad, attr) == 1) == (r == "A"), f"{row}/{col}: {attr} = {ads.get(ad, attr)}, outcome {r}"
             return r
         if row == "Schedd.Negotiate":
-            # A stream: the refusal may surface on a write or on the read; the call's final
-            # status is what counts.
-            call = schedd.Negotiate(timeout=10)
-            try:
-                await call.write(schedd_pb2.NegotiatorMessage(start=schedd_pb2.NegotiateStart(
-                    submitter="nobody@testhost", cycle=1)))
-                await call.write(schedd_pb2.NegotiatorMessage(end=schedd_pb2.NegotiateEnd()))
-                await call.done_writing()
-                async for _ in call:
-                    pass
-            except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
-                pass
-            code = await call.code()
+            # A stream the schedd may refuse while the client still writes: grpc.aio's client
+            # then may report INTERNAL instead of the schedd's status (grpc/grpc#36066), so this
+            # one call goes through gRPC's synchronous client, which reports the status sent.
+            code = await asyncio.to_thread(_negotiate_sync, c.addr["schedd"], c.token)
             return {grpc.StatusCode.UNAUTHENTICATED: "U", grpc.StatusCode.PERMISSION_DENIED: "D"}.get(code, "A")
         if row == "Schedd.ClaimEvents":
             r, _ = await attempt(lambda: schedd.ClaimEvents(schedd_pb2.ClaimEventsRequest(events=[
