@@ -694,17 +694,21 @@ class NegotiatorDaemon(Daemon):
                         out.lines.append("  Got NO_MORE_JOBS;  schedd has no more requests")
                     break
             failed = False
-        except grpc.aio.AioRpcError:
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as e:
             # A broken stream is no one's next session: the next submitter of that schedd opens another.
             if self._streams.get(session.address) is stream:
                 self._streams.pop(session.address)
             stream.call.cancel()
+            if isinstance(e, asyncio.InvalidStateError):
+                # Written to or read after the call had ended (it failed before or while we
+                # wrote): that is the stream's RPC error, this session's failure alone.
+                raise await _ended_call_error(call) from None
             raise
         finally:
             try:
                 if not stream.call.done():
                     await out.flush(call)   # decided matches reach the schedd even if something failed
-            except grpc.aio.AioRpcError:
+            except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
                 pass
             out.flush_log()
             if failed and self._streams.get(session.address) is stream:
@@ -885,3 +889,14 @@ class _NegotiatorService(negotiator_pb2_grpc.NegotiatorServicer):
         entry = self.d.set_userprio(request.name, request.factor, request.priority)
         await self.d._save_accountant()
         return negotiator_pb2.UserPrioEntry(**entry)
+
+
+async def _ended_call_error(call) -> grpc.aio.AioRpcError:
+    """The status a finished call ended with, as the error its reads and writes stand for."""
+    try:
+        code, details = await call.code(), await call.details()
+    except Exception:
+        code, details = grpc.StatusCode.UNKNOWN, ""
+    if code == grpc.StatusCode.OK:
+        code, details = grpc.StatusCode.CANCELLED, "the stream ended"
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details or "RPC already finished")
