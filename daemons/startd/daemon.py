@@ -59,6 +59,8 @@ class StartdDaemon(Daemon):
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._flush_task: asyncio.Task | None = None
         self._events: list[tuple[JobEvent, float]] = []    # (event, wall time queued)
+        self._sending: set[str] = set()                     # claim ids whose news is being sent now
+        self._sent = asyncio.Event()                         # set when that attempt ends
         self._events_wake = asyncio.Event()
         self._event_task: asyncio.Task | None = None
         self.jobs_started = 0
@@ -243,14 +245,24 @@ class StartdDaemon(Daemon):
     async def keepalive(self, claim_ids: list[str], schedd_address: str) -> list[str]:
         """Renew the leases; return the claim ids this startd does not hold.
 
-        News of these claims not yet delivered (a job's exit while the schedd was down)
-        goes to the schedd first: it must learn that a job finished before it learns
-        that the job's claim is gone, or it runs the finished job again."""
+        News of the claims we no longer hold, not yet delivered (a job's exit while the
+        schedd was down), goes to the schedd first: it must learn that a job finished
+        before it learns that the job's claim is gone, or it runs the finished job again.
+        The leases of the claims we hold are renewed before anything waits."""
         assert self.model is not None
-        await self._deliver_news_of(set(claim_ids), schedd_address)
-        return self.model.keepalive(claim_ids, schedd_address, self.clock.now())
+        # Leases first: a claim we hold must not wait for anything to be renewed.
+        unknown = self.model.keepalive(claim_ids, schedd_address, self.clock.now())
+        if unknown:
+            await self._deliver_news_of(set(unknown), schedd_address)
+        return unknown
 
     async def _deliver_news_of(self, claim_ids: set[str], address: str) -> None:
+        if self._sending & claim_ids:
+            # News of these claims is on its way already: let that attempt end first.
+            try:
+                await asyncio.wait_for(self._sent.wait(), timeout=EVENT_RETRY_MAX_WALL_S)
+            except asyncio.TimeoutError:
+                pass
         mine = [(e, q) for e, q in self._events if e.claim_id in claim_ids]
         if not mine or not address:
             return
@@ -377,16 +389,21 @@ class StartdDaemon(Daemon):
                                       "schedd has not been reachable since", ev.slot_name, ev.job_id or "-", ev.kind)
                         continue
                     by_addr[self._current_address(ev)].append((ev, queued))
-                failed: list[tuple[JobEvent, float]] = []
+                failed = False
                 for addr, evs in by_addr.items():
+                    # A keepalive about these claims waits for this attempt (_deliver_news_of).
+                    self._sending, self._sent = {e.claim_id for e, _ in evs}, asyncio.Event()
                     try:
                         await self._send_events(addr, [e for e, _ in evs])
                     except Exception as e:
                         self.log.warning("could not report %d job event(s) to the schedd at %s (%s); retrying",
                                          len(evs), addr, describe(e))
-                        failed.extend(evs)
+                        self._events = evs + self._events
+                        failed = True
+                    finally:
+                        self._sending = set()
+                        self._sent.set()
                 if failed:
-                    self._events = failed + self._events
                     await asyncio.sleep(backoff)
                     backoff = min(EVENT_RETRY_MAX_WALL_S, backoff * 2)
                 else:

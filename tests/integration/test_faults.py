@@ -40,7 +40,7 @@ async def _metric(url: str, name: str) -> str:
 async def test_a_fault_plan_from_the_config_acts_at_start_and_clears_at_run_time(make_pool):
     pool = make_pool("NUM_CPUS = 1\n" 'SCHEDD_FAULT_PLAN = id=nosubmit method=Submit abort=UNAVAILABLE\n')
     schedd = pool.daemons["schedd"]
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         import grpc
         try:
@@ -61,7 +61,7 @@ async def test_a_fault_plan_from_the_config_acts_at_start_and_clears_at_run_time
 async def test_delayed_negotiation_messages_keep_their_order_and_every_job_runs_once(make_pool):
     pool = make_pool("NUM_CPUS = 4\n" + PSLOT)
     schedd = pool.daemons["schedd"]
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.set_faults(schedd.address, [fault_to_pb(Fault("slow", method="Negotiate", delay_s=5.0,
                                                               jitter_s=5.0, percent=50.0))])
@@ -73,7 +73,7 @@ async def test_delayed_negotiation_messages_keep_their_order_and_every_job_runs_
 async def test_dropped_keepalives_end_the_claims_and_the_jobs_run_again_once(make_pool):
     pool = make_pool("NUM_CPUS = 2\n" + PSLOT + SHORT_LEASE)
     startd = pool.daemons["startd1"]
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit(SLEEP.format(seconds=200, n=2), "two.sub", "bob")
         await wait_jobs(c, "JobStatus == 2", 2)
@@ -97,7 +97,7 @@ async def test_a_startd_clock_jumped_past_the_lease_and_the_jobs_still_complete_
     completes once."""
     pool = make_pool("NUM_CPUS = 2\n" + PSLOT + SHORT_LEASE)
     startd = pool.daemons["startd1"]
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit(SLEEP.format(seconds=300, n=2), "two.sub", "carol")
         await wait_jobs(c, "JobStatus == 2", 2)
@@ -117,7 +117,7 @@ async def test_a_job_exit_held_up_longer_than_a_lease_still_completes_the_job(ma
     while (only ClaimEvents failed); the job then stayed Running at the schedd forever."""
     pool = make_pool("NUM_CPUS = 1\n" + PSLOT + SHORT_LEASE)
     schedd = pool.daemons["schedd"]
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         now = await c.pool_now()
         # The startd's reports are lost for 400 pool seconds (six leases); keepalives are not.
@@ -134,7 +134,7 @@ async def test_a_paused_startd_loses_its_claims_and_the_other_startds_keep_their
     one frozen startd (its calls hang until their 10 s deadline) held up the keepalives of
     all the others, whose claims lapsed again and again while it was frozen."""
     pool = make_pool("NUM_CPUS = 1\n" + SHORT_LEASE, startds=2)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 2)
         await c.submit(SLEEP.format(seconds=150, n=3), "three.sub", "dave")
         running = await wait_jobs(c, "JobStatus == 2", 2)
@@ -162,7 +162,7 @@ async def test_a_paused_startd_loses_its_claims_and_the_other_startds_keep_their
 async def test_a_partitioned_startd_comes_back_and_nothing_runs_twice(make_pool):
     pool = make_pool("NUM_CPUS = 1\n" + SHORT_LEASE, startds=2)
     startd1, schedd = pool.daemons["startd1"], pool.daemons["schedd"]
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 2)
         await c.submit(SLEEP.format(seconds=150, n=3), "three.sub", "erin")
         await wait_jobs(c, "JobStatus == 2", 2)
@@ -180,7 +180,7 @@ async def test_a_partitioned_startd_comes_back_and_nothing_runs_twice(make_pool)
 async def test_a_negotiator_killed_in_the_middle_of_a_cycle(make_pool):
     pool = make_pool("NUM_CPUS = 8\n" + PSLOT)
     schedd = pool.daemons["schedd"]
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         # Hold every negotiation message at the schedd, so a cycle is under way for a while.
         await c.set_faults(schedd.address, [fault_to_pb(Fault("hold", method="Negotiate", delay_s=300.0))])
@@ -198,7 +198,7 @@ async def test_a_negotiator_killed_in_the_middle_of_a_cycle(make_pool):
 
 async def test_graceful_restarts_and_kills_of_every_daemon_lose_nothing(make_pool):
     pool = make_pool("NUM_CPUS = 4\n" + PSLOT + SHORT_LEASE)
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit(SLEEP.format(seconds=100, n=10), "ten.sub", "grace")
         await wait_jobs(c, "JobStatus == 2", 2)
@@ -216,7 +216,7 @@ async def test_a_schedd_down_longer_than_a_lease_still_hears_its_job_finished(ma
     keeps exit news and delivers it before it answers that schedd's KeepAlive."""
     pool = make_pool("NUM_CPUS = 1\n" + PSLOT + SHORT_LEASE)
     log = pool.state_dir / "log" / "StartLog"
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit(SLEEP.format(seconds=20, n=1), "one.sub", "ivan")
         await wait_jobs(c, "JobStatus == 2", 1)
@@ -244,7 +244,7 @@ async def test_the_job_queue_log_is_compacted_while_the_schedd_runs(make_pool):
     from daemons.pb.htcpool import schedd_pb2
     pool = make_pool("NUM_CPUS = 1\nSTART = False\nQUEUE_CLEAN_INTERVAL = 60\n")
     log = pool.state_dir / "spool" / "job_queue.log"
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit(SLEEP.format(seconds=10, n=5), "five.sub", "judy")
         for i in range(40):
@@ -269,7 +269,7 @@ async def test_a_negotiate_stream_that_fails_before_it_starts_costs_only_its_ses
     negotiation cycle with a traceback, cycle after cycle, instead of failing that session."""
     pool = make_pool("NUM_CPUS = 2\n" + PSLOT)
     negotiator = pool.daemons["negotiator"]
-    async with PoolClient(pool.collector_address) as c:
+    async with pool.client() as c:
         await wait_slots(c, 1)
         await c.set_faults(negotiator.address, [fault_to_pb(Fault("nostream", side="client", method="Negotiate",
                                                                   abort="UNAVAILABLE"))])

@@ -17,7 +17,7 @@ import argparse
 import json
 from dataclasses import dataclass
 
-from daemons.cli.base import EXIT_OK, EXIT_USAGE, CliError, collector_address, run_async, state_dir
+from daemons.cli.base import EXIT_OK, EXIT_USAGE, CliError, pool_client, run_async, state_dir
 
 ROLES = ("collector", "negotiator", "schedd", "startd", "defrag", "drainboss")
 
@@ -145,7 +145,6 @@ def _fault_from_args(args: argparse.Namespace, now: float):
 
 
 def cmd_inject(args: argparse.Namespace) -> int:
-    from daemons.cli.client import PoolClient
     from daemons.core.fault_admin import fault_to_pb
     if args.from_ and args.to:
         raise CliError("--from picks the callers of a server fault, --to the peers of a client fault: "
@@ -153,7 +152,7 @@ def cmd_inject(args: argparse.Namespace) -> int:
     side = "client" if args.to else args.side
 
     async def go():
-        async with PoolClient(collector_address(args)) as c:
+        async with pool_client(args) as c:
             now = await c.pool_now()
             peer = await _peer_pattern(c, args.from_ or args.to or "*", side, args)
             args.side, args.peer = side, peer
@@ -170,13 +169,12 @@ def cmd_inject(args: argparse.Namespace) -> int:
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
-    from daemons.cli.client import PoolClient
     from daemons.core.fault_admin import fault_to_pb
     from daemons.core.faults import Fault
     length = _duration(args.for_, "--for")
 
     async def go():
-        async with PoolClient(collector_address(args)) as c:
+        async with pool_client(args) as c:
             now = await c.pool_now()
             stop = now + length if length else None
             out = []
@@ -194,10 +192,9 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from daemons.cli.client import PoolClient
 
     async def go():
-        async with PoolClient(collector_address(args)) as c:
+        async with pool_client(args) as c:
             out = []
             for spec in args.daemons or ["all"]:
                 for t in await resolve(c, spec, args):
@@ -208,10 +205,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_clear(args: argparse.Namespace) -> int:
-    from daemons.cli.client import PoolClient
 
     async def go():
-        async with PoolClient(collector_address(args)) as c:
+        async with pool_client(args) as c:
             out = []
             for spec in args.daemons or ["all"]:
                 for t in await resolve(c, spec, args):

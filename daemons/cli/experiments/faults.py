@@ -149,7 +149,7 @@ def _keep_logs(state: Path, out: Path) -> None:
 
 # ---- the campaign ---------------------------------------------------------------------------
 async def campaign(r: Run, state: Path, emit) -> None:
-    from daemons.cli.client import PoolClient, wait_for
+    from daemons.cli.client import wait_for
     from daemons.cli.pool import LocalPool
     from daemons.core.clock import PoolClock
     cfg = r.cfg
@@ -163,7 +163,7 @@ async def campaign(r: Run, state: Path, emit) -> None:
     pool.start(timeout_s=120)
     try:
         clock = PoolClock(scale=cfg.time_scale, epoch=pool.epoch)
-        async with PoolClient(pool.collector_address) as c:
+        async with pool.client() as c:
             async def all_machines():
                 found = await c.ads("Machine", projection=["Machine"])
                 return len({str(a.lookup("Machine")) for a in found}) >= cfg.startds * cfg.machines
