@@ -6,10 +6,15 @@ Admin service), so it works on any pool the CLI can reach. Daemons are named by 
 Name (globs allowed), or `all`. Times (--delay, --jitter, --after, --for,
 --clock-offset) are pool seconds, with optional units: 500ms, 2s, 5m, 1h.
 
-`partition A --from B` cuts A off from B in A's own fault layers: calls from B into A
-and calls from A to B are dropped (never answered until their deadline). Without
---from, A is cut off from every peer. On a pool of processes on one host this is how
-a partition is emulated; the admin service still answers, so it can be cleared.
+`partition A --from B` cuts A off from B (without --from, from every peer). When A runs
+in a network namespace (a pool of the namespace harness, its pool.json says `ip netns
+exec`), it is cut in the network: iptables rules in A's namespace drop the packets
+(`--reset`: refuse connections with a TCP reset; `--loss P`: drop P% at random), and
+`bandwidth A --rate 1mbit` limits A's traffic (tc tbf); the operator's own address (the
+bridge's) is never cut. On a pool of processes on one host (loopback) the partition is
+made in A's own fault layers instead: calls from B into A and from A to B are dropped
+(`--reset`: refused UNAVAILABLE; `--loss P`: P% of them dropped); the admin service
+still answers, so it can be cleared.
 """
 from __future__ import annotations
 
@@ -77,6 +82,40 @@ def _local_keys(args: argparse.Namespace) -> dict[str, str]:
         return {}
     return {k: v.get("address", "") for k, v in state.get("daemons", {}).items()
             if v.get("address") and v.get("state", "running") != "off"}
+
+
+def _local_netns(args: argparse.Namespace) -> dict[str, str]:
+    """address -> network namespace, for the local pool's daemons started in one."""
+    if getattr(args, "pool", None):
+        return {}
+    from daemons.cli.pool import PoolError, load_state
+    from daemons.harness.netfaults import namespace_of
+    try:
+        state = load_state(state_dir(args))
+    except (PoolError, ValueError, OSError):
+        return {}
+    out = {}
+    for v in state.get("daemons", {}).values():
+        ns = namespace_of(v.get("args") or [])
+        if ns and v.get("address"):
+            out[v["address"]] = ns
+    return out
+
+
+async def _time_scale(client) -> float:
+    from daemons.core import ads
+    found = await client.ads("Collector", projection=["TimeScale"])
+    scale = ads.get(found[0], "TimeScale") if found else None
+    return float(scale) if isinstance(scale, (int, float)) and scale > 0 else 1.0
+
+
+def _net(call):
+    """Run a network-fault step; its failure (not root, no such namespace) is one line."""
+    from daemons.harness.netfaults import NetFaultError
+    try:
+        return call()
+    except NetFaultError as e:
+        raise CliError(f"network fault: {e}") from None
 
 
 async def _peer_pattern(client, spec: str, side: str, args: argparse.Namespace) -> str:
@@ -162,7 +201,7 @@ def cmd_inject(args: argparse.Namespace) -> int:
             out = []
             for spec in args.daemons:
                 for t in await resolve(c, spec, args):
-                    out.append((t, await c.set_faults(t.address, [message])))
+                    out.append((t, await c.set_faults(t.address, [message]), []))
             return out
 
     return _print(run_async(go()), args.json, "inject")
@@ -172,23 +211,79 @@ def cmd_partition(args: argparse.Namespace) -> int:
     from daemons.core.fault_admin import fault_to_pb
     from daemons.core.faults import Fault
     length = _duration(args.for_, "--for")
+    if args.loss is not None and not 0 < args.loss <= 100:
+        raise CliError(f"--loss {args.loss:g} must be a percentage above 0 and at most 100", EXIT_USAGE)
+    if args.loss is not None and args.reset:
+        raise CliError("--reset refuses every connection, --loss drops some packets: give one", EXIT_USAGE)
+    how = "reset" if args.reset else "loss" if args.loss is not None else "drop"
+    base = args.id or f"part-{(args.from_ or 'all').replace('*', 'any')}"
 
     async def go():
         async with pool_client(args) as c:
             now = await c.pool_now()
             stop = now + length if length else None
+            in_ns = _local_netns(args)
             out = []
             for spec in args.daemons:
                 for t in await resolve(c, spec, args):
-                    base = args.id or f"part-{(args.from_ or 'all').replace('*', 'any')}"
-                    faults = [Fault(f"{base}-in", side="server", drop=True, stop=stop,
+                    if t.address in in_ns:
+                        peers = () if (args.from_ or "*") in ("*", "all") else tuple(sorted(
+                            {p.address.rpartition(":")[0] for p in await resolve(c, args.from_, args)}))
+                        wall = length / await _time_scale(c) if length else 0.0
+                        out.append((t, await c.list_faults(t.address),
+                                    _partition_net(in_ns[t.address], base, how, peers, args.loss, wall)))
+                        continue
+                    # Loopback: both directions in the daemon's own fault layers.
+                    kind = ({"abort": "UNAVAILABLE"} if how == "reset" else {"drop": True})
+                    percent = args.loss if args.loss is not None else 100.0
+                    faults = [Fault(f"{base}-in", side="server", stop=stop, percent=percent, **kind,
                                     peer=await _peer_pattern(c, args.from_ or "*", "server", args)),
-                              Fault(f"{base}-out", side="client", drop=True, stop=stop,
+                              Fault(f"{base}-out", side="client", stop=stop, percent=percent, **kind,
                                     peer=await _peer_pattern(c, args.from_ or "*", "client", args))]
-                    out.append((t, await c.set_faults(t.address, [fault_to_pb(f) for f in faults])))
+                    out.append((t, await c.set_faults(t.address, [fault_to_pb(f) for f in faults]), []))
             return out
 
     return _print(run_async(go()), args.json, "partition")
+
+
+def _partition_net(ns: str, fault_id: str, how: str, peers: tuple[str, ...], loss: float | None,
+                   wall_s: float) -> list[str]:
+    import datetime
+
+    from daemons.harness import netfaults as nf
+    host = nf.Namespace(ns)
+    until = None
+    if wall_s:
+        end = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=wall_s)
+        until = end.strftime("%Y-%m-%dT%H:%M:%S")
+    fault = nf.NetFault(fault_id, how, peers, percent=loss or 100.0, until=until,
+                        exempt=(_net(host.bridge_address),))
+    _net(lambda: nf.clear(host.run, nf.in_root, fault_id, bandwidth=False))   # the same id again replaces it
+    _net(lambda: nf.apply(fault, host.run, nf.in_root))
+    return _net(lambda: nf.listing(host.run))
+
+
+def cmd_bandwidth(args: argparse.Namespace) -> int:
+    from daemons.harness import netfaults as nf
+
+    async def go():
+        async with pool_client(args) as c:
+            in_ns = _local_netns(args)
+            out = []
+            for spec in args.daemons:
+                for t in await resolve(c, spec, args):
+                    if t.address not in in_ns:
+                        raise CliError(f"{t.role} {t.name} is not in a network namespace: a bandwidth limit needs a "
+                                       "pool of the namespace harness (on loopback, use 'fault inject --delay')",
+                                       EXIT_USAGE)
+                    host = nf.Namespace(in_ns[t.address])
+                    fault = nf.NetFault(args.id or "bandwidth", "bandwidth", rate=args.rate)
+                    _net(fault.check)
+                    _net(lambda: nf.apply(fault, host.run, nf.in_root, host.inner, host.outer()))
+                    out.append((t, await c.list_faults(t.address), _net(lambda: nf.listing(host.run))))
+            return out
+
+    return _print(run_async(go()), args.json, "bandwidth")
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -196,9 +291,14 @@ def cmd_list(args: argparse.Namespace) -> int:
     async def go():
         async with pool_client(args) as c:
             out = []
+            in_ns = _local_netns(args)
             for spec in args.daemons or ["all"]:
                 for t in await resolve(c, spec, args):
-                    out.append((t, await c.list_faults(t.address)))
+                    net = []
+                    if t.address in in_ns:
+                        from daemons.harness import netfaults as nf
+                        net = _net(lambda: nf.listing(nf.Namespace(in_ns[t.address]).run))
+                    out.append((t, await c.list_faults(t.address), net))
             return out
 
     return _print(run_async(go()), args.json, "list")
@@ -209,16 +309,26 @@ def cmd_clear(args: argparse.Namespace) -> int:
     async def go():
         async with pool_client(args) as c:
             out = []
+            in_ns = _local_netns(args)
             for spec in args.daemons or ["all"]:
                 for t in await resolve(c, spec, args):
+                    cleared_net: list[str] = []
+                    if t.address in in_ns:
+                        from daemons.harness import netfaults as nf
+                        host = nf.Namespace(in_ns[t.address])
+                        for fid in (args.id or [None]):
+                            cleared_net += _net(lambda fid=fid: nf.clear(
+                                host.run, nf.in_root, fid, host.inner, host.outer(),
+                                bandwidth=fid in (None, "bandwidth")))
                     if args.id:
                         have = {s.fault.id for s in (await c.list_faults(t.address)).faults}
                         ids = [i for i in args.id if i in have]
-                        if not ids:
+                        if not ids and not cleared_net:
                             continue
-                        out.append((t, await c.clear_faults(t.address, ids)))
+                        reply = await c.clear_faults(t.address, ids) if ids else await c.list_faults(t.address)
+                        out.append((t, reply, []))
                     else:
-                        out.append((t, await c.clear_faults(t.address)))
+                        out.append((t, await c.clear_faults(t.address), []))
             if args.id and not out:
                 raise CliError(f"no daemon has a fault {', '.join(args.id)} (see 'htcpool fault list')", EXIT_USAGE)
             return out
@@ -230,26 +340,28 @@ def _print(results, as_json: bool, what: str) -> int:
     if as_json:
         from google.protobuf.json_format import MessageToDict
         print(json.dumps([{"daemon": t.label, "role": t.role, "name": t.name, "address": t.address,
-                           **MessageToDict(reply, preserving_proto_field_name=True)} for t, reply in results],
-                         indent=1))
+                           **MessageToDict(reply, preserving_proto_field_name=True), "network_faults": net}
+                          for t, reply, net in results], indent=1))
         return EXIT_OK
-    for t, reply in results:
+    for t, reply, net in results:
         skew = reply.pool_time - reply.true_pool_time
         head = f"{t.role} {t.name} ({t.address})"
         if abs(skew) >= 0.5:
             head += f", clock {skew:+.0f} s"
-        if not reply.faults:
+        if not reply.faults and not net:
             print(f"{head}: no faults" + (" (cleared)" if what == "clear" else ""))
             continue
         print(f"{head}:")
         for s in reply.faults:
             print(f"  {s.fault.text}  [fired {s.fired}, active {s.active}]")
+        for line in net:
+            print(f"  network {line}")
     return EXIT_OK
 
 
 def register(sub) -> None:
     s = sub.add_parser("fault", help="inject, list and clear faults on a running pool")
-    fs = s.add_subparsers(dest="fault_command", required=True, metavar="inject|list|clear|partition")
+    fs = s.add_subparsers(dest="fault_command", required=True, metavar="inject|list|clear|partition|bandwidth")
     common = sub.common_parent
 
     p = fs.add_parser("inject", parents=[common], help="delay, abort or drop RPCs, or skew a daemon's clock")
@@ -262,9 +374,18 @@ def register(sub) -> None:
     p.add_argument("daemons", nargs="+", metavar="DAEMON")
     p.add_argument("--from", dest="from_", metavar="PEER", help="the peer to cut it off from (default: all)")
     p.add_argument("--for", dest="for_", metavar="TIME", help="heal after this much pool time")
-    p.add_argument("--id", help="the faults' id prefix (default part-PEER)")
+    p.add_argument("--reset", action="store_true", help="refuse connections (TCP reset) instead of dropping")
+    p.add_argument("--loss", type=float, metavar="PERCENT", help="drop this share of the packets (or calls)")
+    p.add_argument("--id", help="the faults' id (prefix) (default part-PEER)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=cmd_partition)
+
+    p = fs.add_parser("bandwidth", parents=[common], help="limit a namespaced daemon's bandwidth (tc tbf)")
+    p.add_argument("daemons", nargs="+", metavar="DAEMON")
+    p.add_argument("--rate", required=True, help="in tc's units: 256kbit, 1mbit, ...")
+    p.add_argument("--id", help="the fault's id (default bandwidth)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=cmd_bandwidth)
 
     p = fs.add_parser("list", parents=[common], help="each daemon's faults and how often they fired")
     p.add_argument("daemons", nargs="*", metavar="DAEMON", help="default: all")
