@@ -114,3 +114,19 @@ async def test_resets_loss_and_bandwidth_in_a_namespace(net, ns_pool):
     assert _connect(net, "schedd", "startd1", port) == "open"
     assert "htcpool-fault" not in net["startd2"].run(["iptables", "-w", "-S"]).stdout
     assert "tbf" not in net["startd2"].run(["tc", "qdisc", "show", "dev", "eth0"]).stdout
+
+
+def test_a_campaign_with_real_network_faults(tmp_path):
+    """`experiment faults --netns`: partitions, resets, loss and bandwidth limits cut real
+    interfaces between namespaces while jobs run; nothing is lost."""
+    out = tmp_path / "faults"
+    kinds = "partition,reset,loss,bandwidth"
+    r = htcpool("experiment", "faults", "--netns", "--jobs", "120", "--faults", "4", "--kinds", kinds, "--seed", "5",
+                "--startds", "2", "--machines", "3", "--cpus", "4", "--mean-duration", "100", "--min-fault", "40",
+                "--max-fault", "150", "--usage-tolerance", "0.6", "--out", str(out), "--json", timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    result = json.loads(r.stdout.strip().splitlines()[-1])
+    assert result["kinds"] == {k: 1 for k in kinds.split(",")} and result["errors"] == []
+    assert (result["lost"], result["duplicated"], result["unfinished"], result["view_mismatches"]) == (0, 0, 0, 0)
+    faults = {row.split(",")[1]: row for row in (out / "faults.csv").read_text().splitlines()[1:]}
+    assert set(faults) == set(kinds.split(","))

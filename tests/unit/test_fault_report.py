@@ -11,7 +11,7 @@ from daemons.cli.experiments.nemesis import FaultEvent
 
 
 def _run(tmp_path) -> Run:
-    ns = argparse.Namespace(jobs=4, faults=1, kinds="kill", seed=1, startds=1, machines=1, cpus=4,
+    ns = argparse.Namespace(jobs=4, faults=1, kinds="kill", seed=1, netns=False, startds=1, machines=1, cpus=4,
                             mean_duration=100.0, time_scale=60.0, batches=1, act_fraction=0.0, min_fault=60.0,
                             max_fault=60.0, concurrent=1, sample_interval=30.0, max_wall=0.0, usage_tolerance=0.15,
                             out=str(tmp_path), json=True)

@@ -26,10 +26,10 @@ def test_the_schedule_replays_from_its_seed_and_changes_with_it():
 
 
 def test_every_fault_is_placed_in_equal_shares_of_the_kinds():
-    events = schedule(_settings(), 7)
-    assert len(events) == 120
-    assert Counter(e.kind for e in events) == {k: 15 for k in KINDS}
-    assert [e.index for e in events] == list(range(1, 121))
+    events = schedule(_settings(faults=121), 7)
+    assert len(events) == 121
+    assert Counter(e.kind for e in events) == {k: 11 for k in KINDS}
+    assert [e.index for e in events] == list(range(1, 122))
     assert [e.start for e in events] == sorted(e.start for e in events)
 
 
@@ -61,8 +61,12 @@ def test_targets_respect_exclusions_and_parameters_fit_the_kind():
                                        "CANCELLED")
         if e.kind == "clock":
             assert (e.param("offset_s") is None) != (e.param("drift") is None)
-        if e.kind == "partition":
+        if e.kind in ("partition", "reset", "loss"):
             assert e.param("peer") == "*" or e.param("peer") in TARGETS and e.param("peer") != e.target
+        if e.kind == "loss":
+            assert 10.0 <= e.param("percent") <= 60.0
+        if e.kind == "bandwidth":
+            assert e.param("rate") in ("64kbit", "256kbit", "1mbit")
         if e.kind in ("kill", "pause", "restart"):
             assert e.params == ()
 

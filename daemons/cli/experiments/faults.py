@@ -64,6 +64,13 @@ SLOT_TYPE_1_PARTITIONABLE = True
 NUM_SLOTS_TYPE_1 = 1
 FAULT_SEED = {seed}
 """
+# A pool across network namespaces: each daemon binds all interfaces of its own host and
+# advertises that host's address; the collector is found by name.
+NETNS_CONFIG = """\
+NETWORK_INTERFACE = *
+BIND_ALL_INTERFACES = True
+COLLECTOR_HOST = collector:9618
+"""
 LEASE_S = 300.0
 UPDATE_S = 60.0
 # The accountant charges by the negotiator's clock, as HTCondor's does: a skewed
@@ -87,6 +94,7 @@ class Run:
     verdict: inv.Verdict = field(default_factory=inv.Verdict)
     recovery: dict[int, float | None] = field(default_factory=dict)
     confounded: dict[int, bool] = field(default_factory=dict)
+    net: Any = None                     # the namespace harness's Network, with --netns
     wall_s: float = 0.0
     span_s: float = 0.0
 
@@ -154,14 +162,25 @@ async def campaign(r: Run, state: Path, emit) -> None:
     from daemons.core.clock import PoolClock
     cfg = r.cfg
     conf = state / "pool.conf"
-    conf.write_text(POOL_CONFIG.format(scale=cfg.time_scale, cpus=cfg.cpus, memory=1024 * cfg.cpus, seed=cfg.seed))
-    pool = LocalPool(state / "pool", conf, machines=cfg.machines, startds=cfg.startds, host_prefix="exec")
+    conf.write_text(POOL_CONFIG.format(scale=cfg.time_scale, cpus=cfg.cpus, memory=1024 * cfg.cpus, seed=cfg.seed)
+                    + (NETNS_CONFIG if cfg.netns else ""))
+    net = None
+    kw: dict[str, Any] = {}
+    if cfg.netns:
+        from daemons.harness import netns
+        # One host per daemon, on one bridge; the daemons find the collector by name.
+        net = netns.Network(["collector", "negotiator", "schedd", *(f"startd{i}" for i in range(1, cfg.startds + 1))])
+        net.create()
+        kw = {"launch_prefix": lambda key: net[key].argv([]),
+              "daemon_env": {h: {"_CONDOR_COLLECTOR_HOST": "collector:9618"} for h in net.names}}
+    r.net = net
+    pool = LocalPool(state / "pool", conf, machines=cfg.machines, startds=cfg.startds, host_prefix="exec", **kw)
     wall_deadline = time.monotonic() + (cfg.max_wall_s or 3 * r.span_s / cfg.time_scale + 300.0)
     emit(f"faults: {cfg.jobs} jobs on {cfg.slots} slots ({cfg.startds} startds x {cfg.machines} machines x "
          f"{cfg.cpus} cores), {len(r.events)} faults of {', '.join(cfg.kinds)}, seed {cfg.seed}; "
          f"about {r.span_s / cfg.time_scale:.0f} s of wall time at TIME_SCALE {cfg.time_scale:g}")
-    pool.start(timeout_s=120)
     try:
+        pool.start(timeout_s=120)
         clock = PoolClock(scale=cfg.time_scale, epoch=pool.epoch)
         async with pool.client() as c:
             async def all_machines():
@@ -195,6 +214,8 @@ async def campaign(r: Run, state: Path, emit) -> None:
                     t.cancel()
     finally:
         pool.stop()
+        if net is not None:
+            net.close()
 
 
 async def wait_queue_empty(pool, r: Run, deadline: float) -> None:
@@ -306,6 +327,8 @@ class Nemesis:
             await asyncio.to_thread(pool.kill, e.target, signal.SIGTERM)
         elif e.kind == "pause":
             await asyncio.to_thread(pool.pause, e.target)
+        elif self.r.net is not None and e.kind in nemesis.NETWORK_KINDS:
+            await asyncio.to_thread(self._net_set, e)
         else:
             await self._set_faults(e)
         self.open[e.index] = e
@@ -320,10 +343,13 @@ class Nemesis:
             await asyncio.to_thread(pool.restart, e.target)
         elif e.kind == "pause":
             await asyncio.to_thread(pool.resume, e.target)
+        elif self.r.net is not None and e.kind in nemesis.NETWORK_KINDS:
+            await asyncio.to_thread(self._net_clear, e)
         else:
             d = pool.daemons[e.target]
             if d.alive():
-                ids = [f"n{e.index}-in", f"n{e.index}-out"] if e.kind == "partition" else [f"n{e.index}"]
+                ids = [f"n{e.index}-in", f"n{e.index}-out"] if e.kind in ("partition", "reset", "loss") \
+                    else [f"n{e.index}"]
                 have = {s.fault.id for s in (await _retry(f"listing faults of {e.target}",
                                                          lambda: self.c.list_faults(d.address),
                                                          time.monotonic() + 30)).faults}
@@ -332,13 +358,36 @@ class Nemesis:
         self.r.applied[e.index] = (self.r.applied[e.index][0], self._now())
         self.emit(f"faults: pool time {self._now():6.0f} s  heal  #{e.index} {e.kind} {e.target}")
 
+    # Real network faults in the target's namespace (--netns): iptables and tc.
+    def _net_host(self, e: nemesis.FaultEvent):
+        from daemons.harness import netfaults as nf
+        return nf.Namespace(self.r.net[e.target].netns)
+
+    def _net_set(self, e: nemesis.FaultEvent) -> None:
+        from daemons.harness import netfaults as nf
+        host = self._net_host(e)
+        peer = str(e.param("peer", "*"))
+        peers = () if peer == "*" else (self.pool.daemons[peer].address.rpartition(":")[0],)
+        how = {"partition": "drop", "reset": "reset", "loss": "loss", "bandwidth": "bandwidth"}[e.kind]
+        fault = nf.NetFault(f"n{e.index}", how, peers if how != "bandwidth" else (),
+                            percent=float(e.param("percent", 100.0)), rate=str(e.param("rate", "")),
+                            exempt=(self.r.net.gateway,))
+        nf.apply(fault, host.run, nf.in_root, host.inner, host.outer() if how == "bandwidth" else "")
+
+    def _net_clear(self, e: nemesis.FaultEvent) -> None:
+        from daemons.harness import netfaults as nf
+        host = self._net_host(e)
+        nf.clear(host.run, nf.in_root, f"n{e.index}", host.inner, host.outer(), bandwidth=e.kind == "bandwidth")
+
     async def _set_faults(self, e: nemesis.FaultEvent) -> None:
         from daemons.core.fault_admin import fault_to_pb
         from daemons.core.faults import Fault
         start = self.t0 + e.start
         stop = self.t0 + e.stop
         d = self.pool.daemons[e.target]
-        if e.kind == "partition":
+        if e.kind in ("partition", "reset", "loss"):
+            # Loopback: the cut is made in the daemon's own layers, both ways (a reset is a
+            # call refused UNAVAILABLE, loss a share of the calls dropped).
             peer = str(e.param("peer", "*"))
             if peer == "*":
                 into, out = "*", "*"
@@ -346,8 +395,10 @@ class Nemesis:
                 p = self.pool.daemons[peer]
                 into = str(p.info.get("name") or p.role)
                 out = p.address
-            faults = [Fault(f"n{e.index}-in", drop=True, peer=into, stop=stop),
-                      Fault(f"n{e.index}-out", side="client", drop=True, peer=out, stop=stop)]
+            how: dict[str, Any] = {"abort": "UNAVAILABLE"} if e.kind == "reset" else {"drop": True}
+            pct = float(e.param("percent", 100.0))
+            faults = [Fault(f"n{e.index}-in", peer=into, stop=stop, percent=pct, **how),
+                      Fault(f"n{e.index}-out", side="client", peer=out, stop=stop, percent=pct, **how)]
         elif e.kind == "clock":
             faults = [Fault(f"n{e.index}", clock_offset_s=float(e.param("offset_s", 0.0) or 0.0),
                             clock_drift=float(e.param("drift", 0.0) or 0.0), stop=stop)]

@@ -8,6 +8,9 @@ from typing import Callable
 # The kinds a pool of local processes supports; partition is emulated in the daemons'
 # own fault layers (calls dropped both ways) since loopback has no interfaces to cut.
 DEFAULT_KINDS = "kill,pause,restart,partition,delay,drop,abort,clock"
+# With --netns the network is real: partitions, resets and loss are iptables rules in a
+# daemon's namespace, and bandwidth limits (tc) become possible.
+NETNS_KINDS = DEFAULT_KINDS + ",reset,loss,bandwidth"
 
 
 @dataclass(frozen=True)
@@ -16,6 +19,7 @@ class Config:
     faults: int
     kinds: tuple[str, ...]
     seed: int
+    netns: bool                   # every daemon on its own host (a network namespace)
     startds: int
     machines: int                 # per startd
     cpus: int                     # per machine (one partitionable slot)
@@ -40,7 +44,10 @@ class Config:
 def add_arguments(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
     p.add_argument("--jobs", type=int, default=2000, help="jobs in the workload (default 2000)")
     p.add_argument("--faults", type=int, default=24, help="faults the nemesis injects (default 24)")
-    p.add_argument("--kinds", default=DEFAULT_KINDS, help=f"fault kinds, comma-separated (default {DEFAULT_KINDS})")
+    p.add_argument("--kinds", help=f"fault kinds, comma-separated (default {DEFAULT_KINDS}; with --netns also "
+                                   "reset, loss, bandwidth)")
+    p.add_argument("--netns", action="store_true",
+                   help="every daemon in its own network namespace (needs root): network faults are real")
     g = p.add_argument_group("pool and workload")
     g.add_argument("--startds", type=int, default=3, help="startd processes (default 3)")
     g.add_argument("--machines", type=int, default=10, help="machines per startd (default 10)")
@@ -75,10 +82,18 @@ def add_arguments(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], 
 def config(args: argparse.Namespace) -> Config:
     """The run's settings; ValueError naming the option when one is out of range."""
     from daemons.cli.experiments.nemesis import KINDS
-    kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+    text = args.kinds or (NETNS_KINDS if args.netns else DEFAULT_KINDS)
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
     unknown = [k for k in kinds if k not in KINDS]
     if unknown:
         raise ValueError(f"--kinds: unknown fault kind {unknown[0]!r} (known: {', '.join(KINDS)})")
+    if "bandwidth" in kinds and not args.netns:
+        raise ValueError("--kinds: bandwidth needs real interfaces: add --netns (root)")
+    if args.netns:
+        from daemons.harness import netns
+        why = netns.unavailable()
+        if why:
+            raise ValueError(f"--netns: {why}")
     for name, value, low in (("--jobs", args.jobs, 1), ("--faults", args.faults, 0), ("--startds", args.startds, 1),
                              ("--machines", args.machines, 1), ("--cpus", args.cpus, 1),
                              ("--batches", args.batches, 1), ("--concurrent", args.concurrent, 1)):
@@ -94,7 +109,8 @@ def config(args: argparse.Namespace) -> Config:
         raise ValueError(f"--act-fraction {args.act_fraction:g} must be between 0 and 1")
     if not 0 < args.usage_tolerance < 10:
         raise ValueError(f"--usage-tolerance {args.usage_tolerance:g} must be a fraction, e.g. 0.15")
-    return Config(jobs=args.jobs, faults=args.faults, kinds=kinds, seed=args.seed, startds=args.startds,
+    return Config(jobs=args.jobs, faults=args.faults, kinds=kinds, seed=args.seed, netns=args.netns,
+                  startds=args.startds,
                   machines=args.machines, cpus=args.cpus, mean_s=args.mean_duration, time_scale=args.time_scale,
                   batches=args.batches, act_fraction=args.act_fraction, min_fault_s=args.min_fault, max_fault_s=args.max_fault,
                   max_concurrent=args.concurrent, sample_s=args.sample_interval, max_wall_s=args.max_wall,

@@ -10,7 +10,9 @@ campaign's end.
 Kinds (what the experiment does at the fault's start / at its stop):
 - kill: SIGKILL / start again;        restart: SIGTERM (graceful) / start again;
 - pause: SIGSTOP / SIGCONT;
-- partition: drop every call between the daemon and one peer (or all peers) / clear;
+- partition: drop everything between the daemon and one peer (or all peers) / clear;
+- reset, loss: refuse connections (TCP reset), or drop a share of the packets, between
+  the daemon and one peer (or all) / clear; bandwidth: limit its traffic / clear;
 - delay, drop, abort: an RPC fault on one of the daemon's methods (or all) / clear;
 - clock: an offset or a drift of the daemon's pool clock / clear.
 """
@@ -20,8 +22,12 @@ import random
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-KINDS = ("kill", "pause", "restart", "partition", "delay", "drop", "abort", "clock")
+KINDS = ("kill", "pause", "restart", "partition", "delay", "drop", "abort", "clock", "reset", "loss", "bandwidth")
 PROCESS_KINDS = ("kill", "pause", "restart")
+# Kinds that cut the network between a daemon and its peers (real packets in a pool of
+# network namespaces; calls in the daemon's own fault layers on loopback).
+NETWORK_KINDS = ("partition", "reset", "loss", "bandwidth")
+BANDWIDTHS = ("64kbit", "256kbit", "1mbit")
 
 # The methods a daemon serves that faults may pick (besides every method at once).
 METHODS = {
@@ -153,10 +159,14 @@ def _params(kind: str, role: str, target: str, s: Settings, rng: random.Random) 
         elif kind == "abort":
             out.append(("code", rng.choice(ABORT_CODES)))
         return tuple(out)
-    if kind == "partition":
+    if kind in ("partition", "reset", "loss"):
         others = sorted(k for k in s.targets if k != target)
         peer = rng.choice(others) if others and rng.random() < 0.6 else "*"
+        if kind == "loss":
+            return (("peer", peer), ("percent", round(rng.uniform(10.0, 60.0), 1)))
         return (("peer", peer),)
+    if kind == "bandwidth":
+        return (("rate", rng.choice(BANDWIDTHS)),)
     if kind == "clock":
         if rng.random() < 0.6:
             sign = rng.choice((-1.0, 1.0))
