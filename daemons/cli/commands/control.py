@@ -1,4 +1,5 @@
-"""`htcpool kill|off|on|restart|pause|resume DAEMON`: process faults on a pool `htcpool up` started.
+"""`htcpool kill|off|on|restart|pause|resume DAEMON`: process faults on a pool `htcpool up` started,
+or (`--compose PROJECT`) on a compose pool's containers (docker kill|stop|start|restart|pause|unpause).
 
 As HTCondor's condor_off / condor_on / condor_restart, plus the faults an experiment
 needs: kill (SIGKILL by default, a crash: no ads withdrawn, nothing flushed) and
@@ -12,6 +13,23 @@ import argparse
 import signal
 
 from daemons.cli.base import EXIT_OK, EXIT_USAGE, CliError, state_dir
+
+
+def _compose(args: argparse.Namespace, what: str) -> int:
+    """The same process faults on a compose pool's containers, through Docker."""
+    from daemons.harness.compose_faults import ComposeError, act
+    for name in args.daemons:
+        try:
+            c = act(args.compose, name, what, _signal(getattr(args, "signal", "KILL")).name[3:])
+            if what == "kill" and getattr(args, "restart", False):
+                act(args.compose, c.key, "on")
+        except ComposeError as e:
+            raise CliError(str(e), EXIT_USAGE if "no " in str(e) or "name one of" in str(e) else 1) from None
+        done = {"kill": "killed", "off": "stopped", "on": "started", "restart": "restarted", "pause": "paused",
+                "resume": "resumed"}[what]
+        print(f"{c.key}: container {c.id} {done}" + (" and started again" if what == "kill" and
+                                                      getattr(args, "restart", False) else ""))
+    return EXIT_OK
 
 
 def _pool(args: argparse.Namespace):
@@ -52,6 +70,8 @@ def _start(pool, key: str) -> str:
 
 
 def cmd_kill(args: argparse.Namespace) -> int:
+    if args.compose:
+        return _compose(args, "kill")
     sig = _signal(args.signal)
     pool = _pool(args)
     for key in _keys(pool, args.daemons):
@@ -68,6 +88,8 @@ def cmd_kill(args: argparse.Namespace) -> int:
 
 
 def cmd_off(args: argparse.Namespace) -> int:
+    if args.compose:
+        return _compose(args, "off")
     pool = _pool(args)
     for key in _keys(pool, args.daemons):
         if not pool.daemons[key].alive():
@@ -79,6 +101,8 @@ def cmd_off(args: argparse.Namespace) -> int:
 
 
 def cmd_on(args: argparse.Namespace) -> int:
+    if args.compose:
+        return _compose(args, "on")
     pool = _pool(args)
     for key in _keys(pool, args.daemons):
         if pool.daemons[key].alive():
@@ -89,6 +113,8 @@ def cmd_on(args: argparse.Namespace) -> int:
 
 
 def cmd_restart(args: argparse.Namespace) -> int:
+    if args.compose:
+        return _compose(args, "restart")
     pool = _pool(args)
     for key in _keys(pool, args.daemons):
         if pool.daemons[key].alive():
@@ -99,6 +125,8 @@ def cmd_restart(args: argparse.Namespace) -> int:
 
 def cmd_pause(args: argparse.Namespace) -> int:
     from daemons.cli.pool import PoolError
+    if args.compose:
+        return _compose(args, args.command)
     pool = _pool(args)
     for key in _keys(pool, args.daemons):
         try:
@@ -115,6 +143,8 @@ def register(sub) -> None:
         s = sub.add_parser(name, help=help_text)
         s.add_argument("daemons", nargs="+", metavar="DAEMON",
                        help="a key in pool.json (schedd, startd2, ...) or a role the pool has one of")
+        s.add_argument("--compose", metavar="PROJECT",
+                       help="a compose pool: act on the daemon's container through Docker")
         s.set_defaults(fn=fn)
         return s
 

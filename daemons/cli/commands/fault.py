@@ -14,7 +14,9 @@ exec`), it is cut in the network: iptables rules in A's namespace drop the packe
 bridge's) is never cut. On a pool of processes on one host (loopback) the partition is
 made in A's own fault layers instead: calls from B into A and from A to B are dropped
 (`--reset`: refused UNAVAILABLE; `--loss P`: P% of them dropped); the admin service
-still answers, so it can be cleared.
+still answers, so it can be cleared. With `--compose PROJECT` the daemons are the
+containers of a compose pool (compose/docker-compose.yml) and the cut is made in the
+container's network namespace (nsenter, the host's iptables and tc).
 """
 from __future__ import annotations
 
@@ -217,6 +219,8 @@ def cmd_partition(args: argparse.Namespace) -> int:
         raise CliError("--reset refuses every connection, --loss drops some packets: give one", EXIT_USAGE)
     how = "reset" if args.reset else "loss" if args.loss is not None else "drop"
     base = args.id or f"part-{(args.from_ or 'all').replace('*', 'any')}"
+    if args.compose:
+        return _compose_partition(args, base, how, length)
 
     async def go():
         async with pool_client(args) as c:
@@ -263,8 +267,73 @@ def _partition_net(ns: str, fault_id: str, how: str, peers: tuple[str, ...], los
     return _net(lambda: nf.listing(host.run))
 
 
+def _compose(call):
+    from daemons.harness.compose_faults import ComposeError
+    try:
+        return _net(call)
+    except ComposeError as e:
+        raise CliError(str(e), EXIT_USAGE if "no " in str(e) or "name one of" in str(e) else 1) from None
+
+
+def _compose_partition(args: argparse.Namespace, fault_id: str, how: str, length: float) -> int:
+    import datetime
+
+    from daemons.harness import compose_faults as cf
+    from daemons.harness import netfaults as nf
+    until = None
+    if length:
+        if not getattr(args, "pool", None):
+            raise CliError("--for is pool time: name the pool (--pool HOST:PORT) so its time scale can be read",
+                           EXIT_USAGE)
+
+        async def scale():
+            async with pool_client(args) as c:
+                return await _time_scale(c)
+        end = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=length / run_async(scale()))
+        until = end.strftime("%Y-%m-%dT%H:%M:%S")
+    found = _compose(lambda: cf.containers(args.compose))
+    peers: tuple[str, ...] = ()
+    if (args.from_ or "*") not in ("*", "all"):
+        peer = _compose(lambda: cf.pick(found, args.from_, args.compose))
+        peers = tuple(_compose(lambda: cf.addresses(peer.id)))
+    for name in args.daemons:
+        c = _compose(lambda name=name: cf.pick(found, name, args.compose))
+        host = _compose(lambda: cf.ContainerNamespace.of(c.id))
+        fault = nf.NetFault(fault_id, how, peers, percent=args.loss or 100.0, until=until,
+                            exempt=tuple(_compose(lambda: cf.gateways(c.id))))
+        _net(lambda: nf.clear(host.run, nf.in_root, fault_id, bandwidth=False))
+        _net(lambda: nf.apply(fault, host.run, nf.in_root))
+        _print_compose(c, _net(lambda: nf.listing(host.run)))
+    return EXIT_OK
+
+
+def _print_compose(c, lines: list[str]) -> None:
+    print(f"{c.key} (container {c.id}, {c.state}):" + ("" if lines else " no network faults"))
+    for line in lines:
+        print(f"  network {line}")
+
+
+def _compose_each(args: argparse.Namespace, act) -> int:
+    """`act(container, namespace)` for each named container of the project (all when none is named)."""
+    from daemons.harness import compose_faults as cf
+    found = _compose(lambda: cf.containers(args.compose))
+    chosen = [_compose(lambda n=n: cf.pick(found, n, args.compose)) for n in args.daemons] if args.daemons \
+        else [c for c in found if c.state in ("running", "paused")]
+    for c in chosen:
+        act(c, _compose(lambda c=c: cf.ContainerNamespace.of(c.id)))
+    return EXIT_OK
+
+
 def cmd_bandwidth(args: argparse.Namespace) -> int:
     from daemons.harness import netfaults as nf
+    if args.compose:
+        fault = nf.NetFault(args.id or "bandwidth", "bandwidth", rate=args.rate)
+        _net(fault.check)
+
+        def limit(c, host):
+            _net(lambda: nf.apply(fault, host.run, nf.in_root, host.inner, host.outer()))
+            _print_compose(c, _net(lambda: nf.listing(host.run)))
+        return _compose_each(args, limit)
 
     async def go():
         async with pool_client(args) as c:
@@ -287,6 +356,9 @@ def cmd_bandwidth(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    if args.compose:
+        from daemons.harness import netfaults as nf
+        return _compose_each(args, lambda c, host: _print_compose(c, _net(lambda: nf.listing(host.run))))
 
     async def go():
         async with pool_client(args) as c:
@@ -305,6 +377,15 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_clear(args: argparse.Namespace) -> int:
+    if args.compose:
+        from daemons.harness import netfaults as nf
+
+        def clear(c, host):
+            for fid in (args.id or [None]):
+                _net(lambda fid=fid: nf.clear(host.run, nf.in_root, fid, host.inner, host.outer(),
+                                              bandwidth=fid in (None, "bandwidth")))
+            _print_compose(c, _net(lambda: nf.listing(host.run)))
+        return _compose_each(args, clear)
 
     async def go():
         async with pool_client(args) as c:
@@ -378,6 +459,8 @@ def register(sub) -> None:
     p.add_argument("--loss", type=float, metavar="PERCENT", help="drop this share of the packets (or calls)")
     p.add_argument("--id", help="the faults' id (prefix) (default part-PEER)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--compose", metavar="PROJECT",
+                   help="the daemons are containers of this compose project: network faults in their namespaces")
     p.set_defaults(fn=cmd_partition)
 
     p = fs.add_parser("bandwidth", parents=[common], help="limit a namespaced daemon's bandwidth (tc tbf)")
@@ -385,15 +468,21 @@ def register(sub) -> None:
     p.add_argument("--rate", required=True, help="in tc's units: 256kbit, 1mbit, ...")
     p.add_argument("--id", help="the fault's id (default bandwidth)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--compose", metavar="PROJECT",
+                   help="the daemons are containers of this compose project: network faults in their namespaces")
     p.set_defaults(fn=cmd_bandwidth)
 
     p = fs.add_parser("list", parents=[common], help="each daemon's faults and how often they fired")
     p.add_argument("daemons", nargs="*", metavar="DAEMON", help="default: all")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--compose", metavar="PROJECT",
+                   help="the daemons are containers of this compose project: network faults in their namespaces")
     p.set_defaults(fn=cmd_list)
 
     p = fs.add_parser("clear", parents=[common], help="remove faults (all, or --id) and heal clocks")
     p.add_argument("daemons", nargs="*", metavar="DAEMON", help="default: all")
     p.add_argument("--id", action="append", help="only this fault (repeatable)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--compose", metavar="PROJECT",
+                   help="the daemons are containers of this compose project: network faults in their namespaces")
     p.set_defaults(fn=cmd_clear)
