@@ -111,6 +111,15 @@ async def _time_scale(client) -> float:
     return float(scale) if isinstance(scale, (int, float)) and scale > 0 else 1.0
 
 
+def _checked(fault):
+    """A network fault as given on the command line, or a usage error naming what is wrong."""
+    from daemons.harness.netfaults import NetFaultError
+    try:
+        return fault.check()
+    except NetFaultError as e:
+        raise CliError(f"network fault: {e}", EXIT_USAGE) from None
+
+
 def _net(call):
     """Run a network-fault step; its failure (not root, no such namespace) is one line."""
     from daemons.harness.netfaults import NetFaultError
@@ -296,8 +305,10 @@ def _compose_partition(args: argparse.Namespace, fault_id: str, how: str, length
     if (args.from_ or "*") not in ("*", "all"):
         peer = _compose(lambda: cf.pick(found, args.from_, args.compose))
         peers = tuple(_compose(lambda: cf.addresses(peer.id)))
-    for name in args.daemons:
-        c = _compose(lambda name=name: cf.pick(found, name, args.compose))
+    _checked(nf.NetFault(fault_id, how, peers, percent=args.loss or 100.0, until=until))
+    # Every name is found before anything is cut, so a bad one changes nothing.
+    chosen = [_compose(lambda name=name: cf.pick(found, name, args.compose)) for name in args.daemons]
+    for c in chosen:
         host = _compose(lambda: cf.ContainerNamespace.of(c.id))
         fault = nf.NetFault(fault_id, how, peers, percent=args.loss or 100.0, until=until,
                             exempt=tuple(_compose(lambda: cf.gateways(c.id))))
@@ -326,10 +337,8 @@ def _compose_each(args: argparse.Namespace, act) -> int:
 
 def cmd_bandwidth(args: argparse.Namespace) -> int:
     from daemons.harness import netfaults as nf
+    fault = _checked(nf.NetFault(args.id or "bandwidth", "bandwidth", rate=args.rate))
     if args.compose:
-        fault = nf.NetFault(args.id or "bandwidth", "bandwidth", rate=args.rate)
-        _net(fault.check)
-
         def limit(c, host):
             _net(lambda: nf.apply(fault, host.run, nf.in_root, host.inner, host.outer()))
             _print_compose(c, _net(lambda: nf.listing(host.run)))
@@ -346,8 +355,6 @@ def cmd_bandwidth(args: argparse.Namespace) -> int:
                                        "pool of the namespace harness (on loopback, use 'fault inject --delay')",
                                        EXIT_USAGE)
                     host = nf.Namespace(in_ns[t.address])
-                    fault = nf.NetFault(args.id or "bandwidth", "bandwidth", rate=args.rate)
-                    _net(fault.check)
                     _net(lambda: nf.apply(fault, host.run, nf.in_root, host.inner, host.outer()))
                     out.append((t, await c.list_faults(t.address), _net(lambda: nf.listing(host.run))))
             return out
