@@ -516,15 +516,23 @@ def _wait_gone(pids: list[int], deadline: float) -> list[int]:
                     continue
             except ChildProcessError:
                 pass  # not our child: probe it instead
-            try:
-                os.kill(pid, 0)
+            if _running(pid):
                 still.append(pid)
-            except ProcessLookupError:
-                pass
         alive = still
         if alive:
             time.sleep(0.02)
     return alive
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` still runs. A zombie has exited: when its parent is some other process
+    (a test that started the pool, a shell) it may not be reaped for a long time, and
+    waiting for it to vanish would wait for that parent."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def stop_in_order(pids: dict[str, int], timeout_s: float = 15.0) -> list[str]:

@@ -117,3 +117,24 @@ def _state_after_down(tmp_path) -> list[int]:
     for f in (tmp_path / "state" / "run").glob("*.address"):
         pids.append(json.loads(f.read_text())["pid"])
     return pids
+
+
+def test_a_killed_process_another_parent_has_not_reaped_counts_as_gone():
+    """Regression: `htcpool kill` on a pool whose daemons are another process's children (a
+    test's, a shell's) waited 40 s per kill: their zombies still answer kill(pid, 0)."""
+    import signal
+    import subprocess
+    import time
+
+    from daemons.cli.pool import _wait_gone
+    # sh starts a child and becomes `sleep` (exec), which never reaps it.
+    parent = subprocess.Popen(["sh", "-c", "sleep 60 & echo $!; exec sleep 60"], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())
+        os.kill(child, signal.SIGKILL)
+        wait_until(lambda: _process_state(child) == "Z", timeout_s=10, what="the child a zombie")
+        assert _wait_gone([child], time.monotonic() + 30) == []
+        assert _wait_gone([parent.pid], time.monotonic() + 0.2) == [parent.pid]   # still running
+    finally:
+        parent.kill()
+        parent.wait()

@@ -116,6 +116,47 @@ async def test_resets_loss_and_bandwidth_in_a_namespace(net, ns_pool):
     assert "tbf" not in net["startd2"].run(["tc", "qdisc", "show", "dev", "eth0"]).stdout
 
 
+def _pool_json(state) -> dict:
+    return json.loads((state / "pool.json").read_text())
+
+
+def _proc_state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+async def test_process_faults_on_a_namespaced_pool(net, ns_pool):
+    """kill/pause/resume/restart through pool.json on a pool whose daemons each live in a
+    namespace: a restarted daemon comes back in its own host, and nothing is lost."""
+    state = ["--state-dir", str(ns_pool.state_dir)]
+    async with ns_pool.client() as c:
+        await wait_slots(c, 2)
+        await c.submit(SLEEP.format(seconds=150, n=4), "four.sub", "alice")
+        await wait_jobs(c, "JobStatus == 2", 2)
+
+        r = htcpool("pause", "startd2", *state)
+        assert r.returncode == 0, r.stderr
+        paused = _pool_json(ns_pool.state_dir)["daemons"]["startd2"]
+        assert paused["state"] == "paused" and _proc_state(paused["pid"]) == "T"
+        assert htcpool("resume", "startd2", *state).returncode == 0
+        assert _proc_state(paused["pid"]) != "T"
+
+        old = _pool_json(ns_pool.state_dir)["daemons"]["startd1"]["pid"]
+        r = htcpool("kill", "startd1", "--restart", *state)
+        assert r.returncode == 0, r.stderr
+        now = _pool_json(ns_pool.state_dir)["daemons"]["startd1"]
+        assert now["pid"] != old and now["pid"] in net["startd1"].pids()
+        r = htcpool("restart", "schedd", *state)
+        assert r.returncode == 0, r.stderr
+        assert _pool_json(ns_pool.state_dir)["daemons"]["schedd"]["pid"] in net["schedd"].pids()
+
+        history = await wait_jobs(c, "true", 4, history=True, timeout_s=180)
+        assert sorted(f"{attr(j, 'ClusterId')}.{attr(j, 'ProcId')}" for j in history) == \
+            ["1.0", "1.1", "1.2", "1.3"]
+        assert {attr(j, "JobStatus") for j in history} == {4}
+        assert await c.jobs("true") == []
+
+
 def test_a_campaign_with_real_network_faults(tmp_path):
     """`experiment faults --netns`: partitions, resets, loss and bandwidth limits cut real
     interfaces between namespaces while jobs run; nothing is lost."""
