@@ -25,6 +25,8 @@ from collections import Counter
 from typing import Any, Sequence
 
 import grpc
+# What grpc.aio raises when a status is sent on a call that has already ended (no public name).
+from grpc._cython.cygrpc import ExecuteBatchError
 
 from daemons.core import faults as fm
 from daemons.core.clock import PoolClock
@@ -175,10 +177,10 @@ class FaultInjector:
             if action.drop:
                 expired = await self._wait_dropped(action, context.time_remaining())
                 code = grpc.StatusCode.DEADLINE_EXCEEDED if expired else grpc.StatusCode.UNAVAILABLE
-                await context.abort(code, f"call dropped by fault {','.join(action.faults)}")
+                await _abort(context, code, f"call dropped by fault {','.join(action.faults)}")
             elif action.abort:
-                await context.abort(getattr(grpc.StatusCode, action.abort),
-                                    f"fault {','.join(action.faults)} injected {action.abort}")
+                await _abort(context, getattr(grpc.StatusCode, action.abort),
+                             f"fault {','.join(action.faults)} injected {action.abort}")
         finally:
             for fid in action.faults:
                 self.active[fid] -= 1
@@ -238,6 +240,18 @@ def server_peers(call: Call) -> tuple[str, ...]:
     (from its tag), its host, and gRPC's peer string."""
     tag = call.metadata.get(DAEMON_HEADER, "")
     return tuple(tag.split(" ", 1)) + (call.peer_host, call.peer)
+
+
+async def _abort(context: grpc.aio.ServicerContext, code: grpc.StatusCode, details: str) -> None:
+    """End a faulted call with `code`, unless it has ended already: a held call's deadline
+    passes in gRPC at the moment the drop lets go of it, or its caller goes away. Then there
+    is no one to answer, and the handler just stops (as gRPC stops one whose caller left)."""
+    if context.done():
+        raise asyncio.CancelledError("the call ended while a fault held it")
+    try:
+        await context.abort(code, details)
+    except ExecuteBatchError:
+        raise asyncio.CancelledError("the call ended while a fault held it") from None
 
 
 class FaultServerLayer(ServerLayer):

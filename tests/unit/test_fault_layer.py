@@ -218,3 +218,21 @@ def test_clearing_an_unknown_fault_changes_nothing():
     with pytest.raises(FaultError):
         inj.set_plan([Fault("y", delay_s=-1)])
     assert [f.id for f in inj.faults] == ["a"]
+
+
+async def test_a_dropped_call_whose_deadline_passes_ends_quietly(server, client, caplog):
+    """Regression (a campaign's collector log): the server's own deadline ends a held call
+    at the moment the drop lets go of it; aborting the finished call logged a traceback
+    (ExecuteBatchError). Many calls, so the two orders both happen."""
+    inj, _, address = server
+    _, ch = client
+    inj.set_plan([Fault("d", method="UpdateAds", drop=True)])
+    with caplog.at_level(logging.INFO, logger="test.rpc"):
+        results = await asyncio.gather(*(_update(ch, address, timeout=0.05 + 0.002 * (i % 10)) for i in range(200)),
+                                       return_exceptions=True)
+        async def settled():
+            while inj.active["d"]:
+                await asyncio.sleep(0.01)
+        await asyncio.wait_for(settled(), 10)
+    assert {r.code() for r in results} == {grpc.StatusCode.DEADLINE_EXCEEDED}
+    assert not [r for r in caplog.records if r.exc_info or "unexpected" in r.getMessage()]
