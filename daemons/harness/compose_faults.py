@@ -30,6 +30,10 @@ class ComposeError(RuntimeError):
     pass
 
 
+class UnknownDaemon(ComposeError):
+    """A daemon name the project has no (single) container for: the user's mistake."""
+
+
 def _docker(*args: str, timeout: float = 60.0) -> str:
     try:
         r = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
@@ -72,10 +76,10 @@ def pick(containers: Sequence[Container], name: str, project: str) -> Container:
     if len(of_service) == 1:
         return of_service[0]
     if of_service:
-        raise ComposeError(f"{len(of_service)} {name} containers in project {project}: name one of "
+        raise UnknownDaemon(f"{len(of_service)} {name} containers in project {project}: name one of "
                            f"{', '.join(c.key for c in of_service)}")
     known = ", ".join(c.key for c in containers) or "none"
-    raise ComposeError(f"no {name!r} container in compose project {project!r} (containers: {known})")
+    raise UnknownDaemon(f"no {name!r} container in compose project {project!r} (containers: {known})")
 
 
 def containers(project: str) -> list[Container]:

@@ -159,6 +159,9 @@ def test_process_and_network_faults_on_containers(compose_pool):
     assert _state(found["schedd"].id) == "running"
     bad = htcpool("kill", "startd", *p)
     assert bad.returncode == 2 and "name one of startd1, startd2, startd3" in bad.stderr
+    bad = htcpool("pause", "startd1", "nosuchd", *p)
+    assert bad.returncode == 2 and "no 'nosuchd' container" in bad.stderr
+    assert _state(found["startd1"].id) == "running"      # nothing was done
 
     # Every job completes, once.
     def done():

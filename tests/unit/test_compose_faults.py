@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from daemons.harness.compose_faults import ComposeError, Container, parse_ps, pick
+from daemons.harness.compose_faults import Container, UnknownDaemon, parse_ps, pick
 
 PS = """a1 collector 1 running
 b2 startd 2 running
@@ -24,9 +24,9 @@ def test_containers_are_named_as_a_local_pools_daemons():
 
 def test_an_ambiguous_or_unknown_name_is_refused_with_the_choices():
     found = parse_ps(PS)
-    with pytest.raises(ComposeError, match="2 startd containers in project p: name one of startd1, startd2"):
+    with pytest.raises(UnknownDaemon, match="2 startd containers in project p: name one of startd1, startd2"):
         pick(found, "startd", "p")
-    with pytest.raises(ComposeError, match="no 'negotiator' container in compose project 'p'"):
+    with pytest.raises(UnknownDaemon, match="no 'negotiator' container in compose project 'p'"):
         pick(found, "negotiator", "p")
     only = parse_ps("b1 startd 1 running\n")
     assert pick(only, "startd", "p").key == "startd1"

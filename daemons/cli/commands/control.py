@@ -17,18 +17,22 @@ from daemons.cli.base import EXIT_OK, EXIT_USAGE, CliError, state_dir
 
 def _compose(args: argparse.Namespace, what: str) -> int:
     """The same process faults on a compose pool's containers, through Docker."""
-    from daemons.harness.compose_faults import ComposeError, act
-    for name in args.daemons:
-        try:
-            c = act(args.compose, name, what, _signal(getattr(args, "signal", "KILL")).name[3:])
-            if what == "kill" and getattr(args, "restart", False):
+    from daemons.harness.compose_faults import ComposeError, UnknownDaemon, act, containers, pick
+    done = {"kill": "killed", "off": "stopped", "on": "started", "restart": "restarted", "pause": "paused",
+            "resume": "resumed"}[what]
+    again = what == "kill" and getattr(args, "restart", False)
+    sig = _signal(getattr(args, "signal", "KILL")).name[3:]
+    try:
+        # Every name is found before any container is touched: a bad one changes nothing.
+        found = containers(args.compose)
+        chosen = [pick(found, name, args.compose) for name in args.daemons]
+        for c in chosen:
+            act(args.compose, c.key, what, sig)
+            if again:
                 act(args.compose, c.key, "on")
-        except ComposeError as e:
-            raise CliError(str(e), EXIT_USAGE if "no " in str(e) or "name one of" in str(e) else 1) from None
-        done = {"kill": "killed", "off": "stopped", "on": "started", "restart": "restarted", "pause": "paused",
-                "resume": "resumed"}[what]
-        print(f"{c.key}: container {c.id} {done}" + (" and started again" if what == "kill" and
-                                                      getattr(args, "restart", False) else ""))
+            print(f"{c.key}: container {c.id} {done}" + (" and started again" if again else ""))
+    except ComposeError as e:
+        raise CliError(str(e), EXIT_USAGE if isinstance(e, UnknownDaemon) else 1) from None
     return EXIT_OK
 
 

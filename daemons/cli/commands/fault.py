@@ -277,11 +277,11 @@ def _partition_net(ns: str, fault_id: str, how: str, peers: tuple[str, ...], los
 
 
 def _compose(call):
-    from daemons.harness.compose_faults import ComposeError
+    from daemons.harness.compose_faults import ComposeError, UnknownDaemon
     try:
         return _net(call)
     except ComposeError as e:
-        raise CliError(str(e), EXIT_USAGE if "no " in str(e) or "name one of" in str(e) else 1) from None
+        raise CliError(str(e), EXIT_USAGE if isinstance(e, UnknownDaemon) else 1) from None
 
 
 def _compose_partition(args: argparse.Namespace, fault_id: str, how: str, length: float) -> int:
