@@ -505,7 +505,10 @@ def load_state(state_dir: str | Path) -> dict:
 
 
 def _wait_gone(pids: list[int], deadline: float) -> list[int]:
-    """Wait until the processes exit (reaping our own children); return those still alive."""
+    """Wait until the processes exit (reaping our own children); return those still alive.
+    A zombie whose parent is some other process than init (a test that started the pool, a
+    shell) has exited: that parent may not reap it for a long time. One whose parent is
+    init is reaped at once, and we wait for that."""
     alive = list(pids)
     while alive and time.monotonic() < deadline:
         still = []
@@ -516,7 +519,8 @@ def _wait_gone(pids: list[int], deadline: float) -> list[int]:
                     continue
             except ChildProcessError:
                 pass  # not our child: probe it instead
-            if _running(pid):
+            state = _state(pid)
+            if state is not None and not (state[0] == "Z" and state[1] != 1):
                 still.append(pid)
         alive = still
         if alive:
@@ -524,15 +528,14 @@ def _wait_gone(pids: list[int], deadline: float) -> list[int]:
     return alive
 
 
-def _running(pid: int) -> bool:
-    """Whether `pid` still runs. A zombie has exited: when its parent is some other process
-    (a test that started the pool, a shell) it may not be reaped for a long time, and
-    waiting for it to vanish would wait for that parent."""
+def _state(pid: int) -> tuple[str, int] | None:
+    """A process's state letter (Z: a zombie) and parent pid from /proc; None when it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def stop_in_order(pids: dict[str, int], timeout_s: float = 15.0) -> list[str]:
