@@ -35,52 +35,19 @@ WHY = _why_not()
 pytestmark = [pytest.mark.skipif(WHY is not None, reason=f"compose pool: {WHY}"), pytest.mark.slow]
 
 
-# The faults here act beneath the RPCs (Docker, the container's namespace), so this pool
-# runs with security off (an override file beside the compose file's own settings): the
-# compose pool's own security is compose-check's to test.
-INSECURE = "services:\n" + "".join(
-    f"  {s}:\n    environment:\n      _CONDOR_SEC_DEFAULT_AUTHENTICATION: NEVER\n"
-    for s in ("collector", "negotiator", "schedd", "startd"))
-
-
-class FaultPool:
-    """A compose pool of our own project name (a Docker engine may be shared)."""
-
-    def __init__(self, project: str, env: dict, override):
-        from daemons.harness import compose_check as cc
-        self.cc = cc
-        self.project = project
-        self.env = env
-        self.files = ["-f", str(cc.COMPOSE_FILE), "-f", str(override)]
-        self.inner = cc.Pool(project, False, env, compose=cc.compose_command())
-
-    def up(self) -> None:
-        self.cc.run([*self.inner.compose, *self.files, "-p", self.project, "up", "-d", "--scale",
-                     f"startd={self.cc.STARTDS}"], env=self.env, timeout=600)
-
-    def down(self) -> None:
-        self.cc.run([*self.inner.compose, *self.files, "-p", self.project, "down", "-v", "--remove-orphans",
-                     "-t", "10"], env=self.env, check=False, timeout=300)
-
-    def containers(self, service: str) -> list[str]:
-        return self.inner.containers(service)
-
-    def schedd(self, *args, **kw):
-        return self.inner.schedd(*args, **kw)
-
-
 @pytest.fixture
-def compose_pool(tmp_path):
+def compose_pool():
     from daemons.harness import compose_check as cc
     subnet = cc.free_subnet()
     project = f"htcpfaults{os.getpid()}"
-    override = tmp_path / "insecure.yml"
-    override.write_text(INSECURE)
     env = dict(os.environ, POOL_EPOCH=f"{time.time():.3f}", TIME_SCALE=str(cc.TIME_SCALE),
                STARTD_MACHINES="2", COLLECTOR_PORT=str(cc.free_port()), STATUS_PORT_COLLECTOR=str(cc.free_port()),
                STATUS_PORT_NEGOTIATOR=str(cc.free_port()), STATUS_PORT_SCHEDD=str(cc.free_port()),
                POOL_SUBNET=str(subnet), POOL_INTERFACE=str(subnet.network_address).rsplit(".", 1)[0] + ".*")
-    pool = FaultPool(project, env, override)
+    # Security on, as the compose file sets it up (its secrets service); the faults act
+    # through Docker and the containers' namespaces, the commands in the schedd container
+    # carry its token.
+    pool = cc.Pool(project, False, env, compose=cc.compose_command())
     try:
         pool.up()
         cc.wait("the pool's slots", lambda: len(cc.rows(pool.schedd(
