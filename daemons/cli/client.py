@@ -23,6 +23,11 @@ class ClientError(RuntimeError):
     pass
 
 
+# A daemon's role and the MyType of its own ad.
+DAEMON_TYPES = {"collector": "Collector", "negotiator": "Negotiator", "schedd": "Scheduler",
+                "startd": "StartDaemon", "defrag": "Defrag", "drainboss": "DrainBoss"}
+
+
 def strip_addr(text: str) -> str:
     return text.strip().strip("<>").split("?", 1)[0]
 
@@ -150,6 +155,27 @@ class PoolClient:
     async def ping(self, address: str) -> admin_pb2.PingReply:
         return await admin_pb2_grpc.AdminStub(self.channels.get(strip_addr(address))).Ping(common_pb2.Empty(),
                                                                                            timeout=5.0)
+
+    def admin(self, address: str) -> admin_pb2_grpc.AdminStub:
+        return admin_pb2_grpc.AdminStub(self.channels.get(strip_addr(address)))
+
+    async def daemons(self) -> list[classad2.ClassAd]:
+        """Every daemon's own ad (not slot or submitter ads)."""
+        found = []
+        for my_type in DAEMON_TYPES.values():
+            found.extend(await self.ads(my_type, projection=["MyType", "Name", "MyAddress"]))
+        return found
+
+    async def set_faults(self, address: str, faults: Sequence[admin_pb2.Fault], replace: bool = False
+                         ) -> admin_pb2.FaultList:
+        return await self.admin(address).SetFaultPlan(admin_pb2.FaultPlan(faults=list(faults), replace=replace),
+                                                      timeout=10.0)
+
+    async def clear_faults(self, address: str, ids: Sequence[str] = ()) -> admin_pb2.FaultList:
+        return await self.admin(address).ClearFaults(admin_pb2.ClearFaultsRequest(ids=list(ids)), timeout=10.0)
+
+    async def list_faults(self, address: str) -> admin_pb2.FaultList:
+        return await self.admin(address).ListFaults(common_pb2.Empty(), timeout=10.0)
 
     async def shutdown(self, address: str, fast: bool = False) -> None:
         await admin_pb2_grpc.AdminStub(self.channels.get(strip_addr(address))).Shutdown(

@@ -59,6 +59,8 @@ class CommonConfig:
     # read from a configuration it has htcpool's defaults (authentication REQUIRED).
     security: SecurityConfig = SecurityConfig()
     classad_limits: ClassAdLimits = ClassAdLimits()
+    fault_plan: str = ""        # <SUBSYS>_FAULT_PLAN or FAULT_PLAN: faults in force from the start
+    fault_seed: int = 0         # FAULT_SEED: the seed of the faults' random choices
 
     @property
     def public_host(self) -> str:
@@ -130,6 +132,14 @@ def read_common(param: Param, role: str, *, name: str | None = None) -> CommonCo
                           "or in the environment as _CONDOR_COLLECTOR_HOST=host:port (or _CONDOR_CONDOR_HOST=host)")
     local_dir = Path(param.str("LOCAL_DIR") or ".htcpool")
     knob, default_interval = UPDATE_INTERVAL_KNOB[role]
+    plan_knob = f"{subsys}_FAULT_PLAN" if param.is_set(f"{subsys}_FAULT_PLAN") else "FAULT_PLAN"
+    fault_plan = param.str(plan_knob) or ""
+    if fault_plan:
+        from daemons.core.faults import FaultError, parse_plan
+        try:
+            parse_plan(fault_plan, 0.0)
+        except FaultError as e:
+            raise ConfigError(f"{param.where(plan_knob)}: {plan_knob}: {e}") from None
     epoch = (param.float("POOL_EPOCH", minimum=0.0, maximum=MAX_POOL_EPOCH)
              if param.is_set("POOL_EPOCH") else None)
     hostname = param.str("FULL_HOSTNAME") or "localhost"
@@ -161,6 +171,8 @@ def read_common(param: Param, role: str, *, name: str | None = None) -> CommonCo
         # COLLECTOR_NAME names the pool, not the collector daemon.
         name=name or (param.str(f"{subsys}_NAME") if role != "collector" else None),
         security=read_security(param, subsys, uid_domain),
+        fault_plan=fault_plan,
+        fault_seed=param.int("FAULT_SEED", 0) or 0,
     )
 
 

@@ -28,6 +28,7 @@ from daemons.core import ads
 from daemons.core.clock import PoolClock
 from daemons.core.collector_client import CollectorClient
 from daemons.core.common import CommonConfig
+from daemons.core.fault_layer import FaultClientLayer, FaultInjector
 from daemons.core.interceptors import ServerPipeline
 from daemons.core.network import resolve_host
 from daemons.core.rpc import Channels, bind, call_with_retry, describe, new_server
@@ -72,10 +73,14 @@ class Daemon:
             # LOCAL_DIR, never in whatever directory the daemon happens to run from.
             security = security.anchored(common.local_dir)
         self.security = DaemonSecurity(security, self.role, self.log)
-        self.channels = Channels(extra_layers=self.security.client_layers(),
+        self.name = common.name or self.default_name()
+        # Faults act on calls into the daemon (a layer of its server pipeline) and on the
+        # calls it makes (a layer of its channels); clock faults skew self.clock.
+        self.faults = FaultInjector(self.clock, logging.getLogger(f"htcpool.{self.role}.faults"),
+                                    role=self.role, name=self.name, seed=common.fault_seed)
+        self.channels = Channels(extra_layers=[*self.security.client_layers(), FaultClientLayer(self.faults)],
                                  credentials=self.security.channel_credentials(),
                                  server_name=self.security.server_name())
-        self.name = common.name or self.default_name()
         self.address = ""
         self.status_url = ""
         self.ready = False
@@ -95,10 +100,10 @@ class Daemon:
         self.errors: Counter[str] = Counter()
         self.collector = (CollectorClient(self.channels, common.collector_host, self.log)
                           if common.collector_host else None)
-        # Every incoming call passes this pipeline: security first, then any other layers
-        # (faults) added by whoever builds the daemon; handler errors and per-method
-        # counts live here.
-        self.rpc = ServerPipeline([self.security.layer], log=logging.getLogger(f"htcpool.{self.role}.rpc"))
+        # Every incoming call passes this pipeline: security first (a refused call meets no
+        # fault), then faults; handler errors and per-method counts live here.
+        self.rpc = ServerPipeline([self.security.layer, self.faults.layer],
+                                  log=logging.getLogger(f"htcpool.{self.role}.rpc"))
 
     # ---- for subclasses -------------------------------------------------
     def default_name(self) -> str:
@@ -126,6 +131,10 @@ class Daemon:
 
     def status(self) -> dict[str, Any]:
         return self.base_status()
+
+    def status_detail(self, name: str) -> Any | None:
+        """A detailed view for /status/NAME, or None when the daemon has no such view."""
+        return None
 
     def metrics(self) -> dict[str, Any]:
         return {
@@ -185,6 +194,10 @@ class Daemon:
                                                  tls=self.common.security.tls)
         if not self.epoch_known:
             await self._learn_epoch()
+        if self.common.fault_plan:
+            from daemons.core.faults import parse_plan
+            # Windows (after=, for=) count from now, on the pool's clock.
+            self.faults.set_plan(parse_plan(self.common.fault_plan, self.clock.true_now()))
         self.started_at = self.clock.now()
         self.log.info("**** %s %s (htcpool %s) starting at %s (bound to %s), pid %d, time scale %g",
                       self.role, self.name, VERSION, self.address, self.common.bind_host, os.getpid(),
@@ -431,3 +444,17 @@ class _AdminService(admin_pb2_grpc.AdminServicer):
         self.daemon.log.info("shutdown requested over RPC%s", " (fast)" if request.fast else "")
         self.daemon.request_shutdown(fast=request.fast)
         return common_pb2.Empty()
+
+    async def SetFaultPlan(self, request: admin_pb2.FaultPlan,
+                           context: grpc.aio.ServicerContext) -> admin_pb2.FaultList:
+        from daemons.core import fault_admin
+        return await fault_admin.set_plan(self.daemon, request, context)
+
+    async def ClearFaults(self, request: admin_pb2.ClearFaultsRequest,
+                          context: grpc.aio.ServicerContext) -> admin_pb2.FaultList:
+        from daemons.core import fault_admin
+        return await fault_admin.clear(self.daemon, request, context)
+
+    async def ListFaults(self, request: common_pb2.Empty, context: grpc.aio.ServicerContext) -> admin_pb2.FaultList:
+        from daemons.core import fault_admin
+        return fault_admin.listing(self.daemon)

@@ -20,8 +20,11 @@ Server side, for each call, in order:
    is counted as CANCELLED.
 Every call is counted by method and status code for /metrics.
 
-Client side, each layer's `outgoing(method, metadata)` may add metadata (a token) or
-delay or fail the call (client-side faults) before it leaves.
+Client side, each layer's `prepare(call)` sees an `OutgoingCall` (the address called,
+the method, the metadata, the time left before its deadline) and may add metadata (a
+token), delay it (shortening what is left of its deadline) or fail it (client-side
+faults) before it leaves. A layer that needs only the method and metadata overrides
+`outgoing(method, metadata)` instead.
 """
 from __future__ import annotations
 
@@ -101,12 +104,31 @@ class ServerLayer:
         return {}
 
 
+@dataclass
+class OutgoingCall:
+    """One call this process is about to make, as the client layers see it."""
+    target: str                         # the address called, "host:port"
+    method: str                         # "/htcpool.v1.Startd/KeepAlive"
+    metadata: list[tuple[str, str]]
+    timeout: float | None               # wall seconds left before the deadline; None = none
+
+    @property
+    def short(self) -> str:
+        """'Startd.KeepAlive'."""
+        parts = self.method.rsplit("/", 2)
+        return f"{parts[-2].rsplit('.', 1)[-1]}.{parts[-1]}" if len(parts) >= 2 else self.method
+
+
 class ClientLayer:
     """One concern of the client pipeline."""
     name = "layer"
 
+    async def prepare(self, call: OutgoingCall) -> None:
+        """Runs before a call leaves: add to its metadata, wait, or raise to fail the call."""
+        await self.outgoing(call.method, call.metadata)
+
     async def outgoing(self, method: str, metadata: list[tuple[str, str]]) -> None:
-        """Runs before a call leaves: add to `metadata`, wait, or raise to fail the call."""
+        """The simple form of `prepare`: add to `metadata`, wait, or raise to fail the call."""
 
 
 class ServerPipeline(grpc.aio.ServerInterceptor):
@@ -302,18 +324,19 @@ class ServerPipeline(grpc.aio.ServerInterceptor):
 
 # ---- client side ------------------------------------------------------------------------
 class _ClientBase:
-    def __init__(self, layers: list[ClientLayer]) -> None:
+    def __init__(self, layers: list[ClientLayer], target: str = "") -> None:
         self.layers = layers
+        self.target = target
 
     async def _prepare(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
         if not self.layers:
             return details
         method = details.method.decode() if isinstance(details.method, bytes) else details.method
-        metadata = list(details.metadata or [])
+        call = OutgoingCall(self.target, method, list(details.metadata or []), details.timeout)
         for layer in self.layers:
-            await layer.outgoing(method, metadata)
-        return grpc.aio.ClientCallDetails(method=details.method, timeout=details.timeout,
-                                          metadata=grpc.aio.Metadata(*metadata), credentials=details.credentials,
+            await layer.prepare(call)
+        return grpc.aio.ClientCallDetails(method=details.method, timeout=call.timeout,
+                                          metadata=grpc.aio.Metadata(*call.metadata), credentials=details.credentials,
                                           wait_for_ready=details.wait_for_ready)
 
 
@@ -337,9 +360,10 @@ class _StreamStream(_ClientBase, grpc.aio.StreamStreamClientInterceptor):
         return await continuation(await self._prepare(details), request_iterator)
 
 
-def client_interceptors(layers: Sequence[ClientLayer]) -> list[grpc.aio.ClientInterceptor]:
-    """Interceptors for a channel; none at all when there are no layers (no per-call cost)."""
+def client_interceptors(layers: Sequence[ClientLayer], target: str = "") -> list[grpc.aio.ClientInterceptor]:
+    """Interceptors for a channel to `target`; none at all when there are no layers (no per-call cost)."""
     if not layers:
         return []
     shared = list(layers)
-    return [_UnaryUnary(shared), _UnaryStream(shared), _StreamUnary(shared), _StreamStream(shared)]
+    return [_UnaryUnary(shared, target), _UnaryStream(shared, target), _StreamUnary(shared, target),
+            _StreamStream(shared, target)]

@@ -76,8 +76,8 @@ class PoolTimeFormatter(logging.Formatter):
         self._stamp = ""
 
     def format(self, record: logging.LogRecord) -> str:
-        # The record's own wall time, moved onto the pool clock.
-        pool = self.clock.epoch + (record.created - self.clock.epoch) * self.clock.scale
+        # The record's own wall time, moved onto the pool clock (as skewed, like a real host's).
+        pool = self.clock.at_wall(record.created)
         second = int(pool // 1)
         if second != self._second:   # busy logs write many records a second: format the stamp once
             try:

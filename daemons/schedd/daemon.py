@@ -65,6 +65,7 @@ class ScheddConfig:
     # Slot attributes recorded in every job as MachineAttr<X><N> (machine_attrs.py).
     system_job_machine_attrs: tuple[str, ...] = ("Cpus", "SlotWeight")   # SYSTEM_JOB_MACHINE_ATTRS
     system_job_machine_attrs_history_length: int = 1                      # ..._HISTORY_LENGTH
+    queue_clean_interval_s: float = 86400.0   # QUEUE_CLEAN_INTERVAL: compact the job queue log this often
 
     @property
     def claim_lease_s(self) -> float:
@@ -94,6 +95,7 @@ class ScheddConfig:
             system_job_machine_attrs=_attr_names(p, "SYSTEM_JOB_MACHINE_ATTRS", ("Cpus", "SlotWeight")),
             system_job_machine_attrs_history_length=_int(p, "SYSTEM_JOB_MACHINE_ATTRS_HISTORY_LENGTH", 1,
                                                          minimum=0),
+            queue_clean_interval_s=float(p.int("QUEUE_CLEAN_INTERVAL", 86400, minimum=1) or 86400),
         )
 
 
@@ -156,6 +158,8 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         self.txlog = txlog.TxLog(cfg.job_queue_log)
         self.history = HistoryFile(cfg.history_file)
         self.claims: dict[str, ScheddClaim] = {}
+        self._keepalives: dict[str, asyncio.Task] = {}   # startd address -> keepalive in flight
+        self._log_seq = 0
         self._advertised_submitters: set[str] = set()
         self.counters = defaultdict(int)
         n = cfg.max_pending_startd_contacts
@@ -193,7 +197,8 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         if self.history.last_seq() > before:
             self.log.info("history: %d record(s) written after a restart", self.history.last_seq() - before)
         self.history.sync()
-        self.txlog.rewrite(self.queue.state_lines(), seq + 1)
+        self._log_seq = seq + 1
+        self.txlog.rewrite(self.queue.state_lines(), self._log_seq)
         self.log.info("job queue %s: %d job(s) restored from %d log entries in %.3f s",
                       path, len(self.queue), len(ops), time.perf_counter() - t0)
         now = self.clock.now()
@@ -207,6 +212,8 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         if self.claims:
             self.log.info("reconnecting to %d running job(s)", len(self.claims))
         self.add_periodic("keepalive", self.cfg.alive_interval_s, self.keepalive)
+        self.add_periodic("clean_queue", self.cfg.queue_clean_interval_s, self.clean_queue_log,
+                          first_delay_s=self.cfg.queue_clean_interval_s)
 
     async def on_close(self) -> None:
         try:
@@ -214,6 +221,28 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         except Exception:
             pass
         self.txlog.close()
+
+    async def clean_queue_log(self) -> None:
+        """QUEUE_CLEAN_INTERVAL: replace the job queue log by the queue's state, so a restart
+        replays the jobs there are, not every change since the last start. Only when every
+        transaction is on disk, so nothing in flight is lost or written twice."""
+        for _ in range(3):
+            await self.txlog.commit()
+            if self.txlog.quiet:
+                break
+        else:
+            self.log.info("job queue log busy; compacting it at the next QUEUE_CLEAN_INTERVAL")
+            return
+        # No await from here on: the state written is exactly the state on disk. The
+        # records of retired jobs must be safe in the history before the log forgets them.
+        self.write_history()
+        self.history.sync()
+        self._log_seq += 1
+        t0 = time.perf_counter()
+        lines = self.queue.state_lines()
+        self.txlog.rewrite(lines, self._log_seq)
+        self.log.info("job queue log %s rewritten: %d job(s), %d line(s) in %.3f s", self.cfg.job_queue_log,
+                      len(self.queue), len(lines), time.perf_counter() - t0)
 
     # ---- committing changes ---------------------------------------------------
     def change(self, job: Job, changes: dict[str, str | None]) -> int:
@@ -332,6 +361,15 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
                   "counters": dict(self.counters), "job_queue_log": str(self.cfg.job_queue_log),
                   "fsyncs": self.txlog.fsyncs, "commits": self.txlog.commits})
         return s
+
+    def status_detail(self, name: str) -> Any | None:
+        """`claims`: each claim this schedd holds, by slot, with the job it runs ("" when idle);
+        `running`: each job the queue says is running, with its slot."""
+        if name == "claims":
+            return {c.slot_name: (f"{c.job[0]}.{c.job[1]}" if c.job else "") for c in self.claims.values()}
+        if name == "running":
+            return {j.id: ads.parse_expr(j.attrs.get("RemoteHost", '""')).eval() for j in self.queue.by_status(RUNNING)}
+        return None
 
     def metrics(self) -> dict[str, Any]:
         m = super().metrics()

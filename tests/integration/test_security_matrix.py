@@ -37,6 +37,9 @@ OWNER = {"WRITE": "alice", "ADMIN": "admin", "DAEMON": "condor", "other": "bob"}
 EXPECTED = {
     "Admin.Ping":                    "U A A A A A U U",
     "Admin.Shutdown":                "U D D A A D U U",
+    "Admin.SetFaultPlan":            "U D D A A D U U",
+    "Admin.ClearFaults":             "U D D A A D U U",
+    "Admin.ListFaults":              "U D D A A D U U",
     "Collector.UpdateAds":           "U D D D A D U U",
     "Collector.InvalidateAds":       "U D D D A D U U",
     "Collector.QueryAds":            "U A A A A A U U",
@@ -169,6 +172,32 @@ async def probe(row: str, col: str, c: Caller, pool: LocalPool, job: str) -> str
                 results.add(r)
             assert len(results) == 1, f"daemons disagree on Ping for {col}: {results}"
             return results.pop()
+        if row in ("Admin.SetFaultPlan", "Admin.ClearFaults", "Admin.ListFaults"):
+            # On the negotiator, faults whose window opens in a million seconds: they never act.
+            admin = c.stub(admin_pb2_grpc.AdminStub, "negotiator")
+            address = pool.daemons["negotiator"].address
+            later = time.time() + 1e6
+
+            def fault(fid: str) -> admin_pb2.Fault:
+                return admin_pb2.Fault(id=fid, method="UserPrio", delay_s=1.0, start=later, stop=later + 1)
+
+            def planned() -> set[str]:
+                return {s.fault.id for s in faults.faults}
+            if row == "Admin.ListFaults":
+                return (await attempt(lambda: admin.ListFaults(common_pb2.Empty(), timeout=10)))[0]
+            if row == "Admin.SetFaultPlan":
+                r, _ = await attempt(lambda: admin.SetFaultPlan(admin_pb2.FaultPlan(faults=[fault(f"p-{col}")]),
+                                                                timeout=10))
+                faults = await boss.list_faults(address)
+                assert (f"p-{col}" in planned()) == (r == "A"), f"{row}/{col}: planned {planned()}, outcome {r}"
+                await boss.clear_faults(address)
+                return r
+            await boss.set_faults(address, [fault(f"v-{col}")])
+            r, _ = await attempt(lambda: admin.ClearFaults(admin_pb2.ClearFaultsRequest(ids=[f"v-{col}"]), timeout=10))
+            faults = await boss.list_faults(address)
+            assert (f"v-{col}" in planned()) == (r != "A"), f"{row}/{col}: planned {planned()}, outcome {r}"
+            await boss.clear_faults(address)
+            return r
         if row == "Collector.QueryAds":
             return (await attempt(lambda: _drain(collector.QueryAds(
                 collector_pb2.QueryAdsRequest(my_type="Machine"), timeout=10))))[0]
