@@ -135,7 +135,7 @@ def run_async(coro) -> Any:
         return asyncio.run(coro)
     except grpc.aio.AioRpcError as e:
         if e.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND,
-                        grpc.StatusCode.FAILED_PRECONDITION):
+                        grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.RESOURCE_EXHAUSTED):
             raise CliError(e.details() or e.code().name, EXIT_USAGE) from None
         if e.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
             # A refused request: exit code 2, as for any request the pool will not do.

@@ -559,8 +559,14 @@ def bench_netns(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def bench_fuzz(args: argparse.Namespace) -> int:
+    from daemons.cli.bench_fuzz import bench_fuzz as run
+    return run(args)
+
+
 BENCHES: dict[str, Callable[[argparse.Namespace], int]] = {"throughput": bench_throughput,
                                                           "autocluster": bench_autocluster,
                                                           "negotiator": bench_negotiator,
                                                           "security": bench_security,
-                                                          "netns": bench_netns}
+                                                          "netns": bench_netns,
+                                                          "fuzz": bench_fuzz}

@@ -23,6 +23,11 @@ class ClientError(RuntimeError):
     pass
 
 
+# A daemon's role and the MyType of its own ad.
+DAEMON_TYPES = {"collector": "Collector", "negotiator": "Negotiator", "schedd": "Scheduler",
+                "startd": "StartDaemon", "defrag": "Defrag", "drainboss": "DrainBoss"}
+
+
 def strip_addr(text: str) -> str:
     return text.strip().strip("<>").split("?", 1)[0]
 
@@ -81,12 +86,15 @@ class PoolClient:
     async def schedd(self, name: str | None = None) -> schedd_pb2_grpc.ScheddStub:
         return schedd_pb2_grpc.ScheddStub(self.channels.get(await self.daemon_address("Scheduler", name)))
 
-    async def submit(self, text: str, file: str, owner: str = "", schedd: str | None = None) -> tuple[int, int]:
+    async def submit(self, text: str, file: str, owner: str = "", schedd: str | None = None,
+                     queue_items: dict[int, list[str]] | None = None) -> tuple[int, int]:
         """Submit as the caller (the token's user); `owner` names another user, which only a
-        queue super user may do."""
+        queue super user may do. `queue_items`: the items of `queue ... from FILE` and
+        `queue ... matching` statements, by line, read where the submit file is."""
         stub = await self.schedd(schedd)
-        reply = await stub.Submit(schedd_pb2.SubmitRequest(submit_description=text, submit_file=file, owner=owner),
-                                  timeout=60.0)
+        items = [schedd_pb2.QueueItems(line=line, items=values) for line, values in (queue_items or {}).items()]
+        reply = await stub.Submit(schedd_pb2.SubmitRequest(submit_description=text, submit_file=file, owner=owner,
+                                                           queue_items=items), timeout=60.0)
         return reply.cluster_id, reply.count
 
     async def jobs(self, constraint: str = "", projection: Sequence[str] = (), history: bool = False,
@@ -156,6 +164,27 @@ class PoolClient:
     async def ping(self, address: str) -> admin_pb2.PingReply:
         return await admin_pb2_grpc.AdminStub(self.channels.get(strip_addr(address))).Ping(common_pb2.Empty(),
                                                                                            timeout=5.0)
+
+    def admin(self, address: str) -> admin_pb2_grpc.AdminStub:
+        return admin_pb2_grpc.AdminStub(self.channels.get(strip_addr(address)))
+
+    async def daemons(self) -> list[classad2.ClassAd]:
+        """Every daemon's own ad (not slot or submitter ads)."""
+        found = []
+        for my_type in DAEMON_TYPES.values():
+            found.extend(await self.ads(my_type, projection=["MyType", "Name", "MyAddress"]))
+        return found
+
+    async def set_faults(self, address: str, faults: Sequence[admin_pb2.Fault], replace: bool = False
+                         ) -> admin_pb2.FaultList:
+        return await self.admin(address).SetFaultPlan(admin_pb2.FaultPlan(faults=list(faults), replace=replace),
+                                                      timeout=10.0)
+
+    async def clear_faults(self, address: str, ids: Sequence[str] = ()) -> admin_pb2.FaultList:
+        return await self.admin(address).ClearFaults(admin_pb2.ClearFaultsRequest(ids=list(ids)), timeout=10.0)
+
+    async def list_faults(self, address: str) -> admin_pb2.FaultList:
+        return await self.admin(address).ListFaults(common_pb2.Empty(), timeout=10.0)
 
     async def shutdown(self, address: str, fast: bool = False) -> None:
         await admin_pb2_grpc.AdminStub(self.channels.get(strip_addr(address))).Shutdown(

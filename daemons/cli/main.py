@@ -3,10 +3,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from typing import Sequence
 
-from daemons.cli.base import DEFAULT_STATE_DIR, CliError
+# gRPC's C core writes its own copy of errors the commands and daemons report in one
+# line of their own (a port in use): keep it quiet unless asked for.
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+
+from daemons.cli.base import DEFAULT_STATE_DIR, CliError  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:

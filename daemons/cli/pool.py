@@ -4,7 +4,14 @@ Each daemon is a fresh interpreter (never a fork of a process that loaded gRPC),
 binds port 0 unless the configuration fixes a port, and reports its address in a
 file under the state directory. The collector starts first; the others learn its
 address through _CONDOR_COLLECTOR_HOST and share one POOL_EPOCH, so all their
-pool clocks agree.
+pool clocks agree. A restarted collector binds its old port again, so the others
+find it where they left it.
+
+Process faults act on one daemon at a time: kill (any signal, SIGKILL by default),
+pause (SIGSTOP) and resume (SIGCONT), a graceful stop (SIGTERM, as condor_off), and
+start again with the same command line and environment. pool.json records each
+daemon's command line, environment and state, so `htcpool kill|off|on|restart|pause|
+resume` can do the same to a pool that `htcpool up` left running (`LocalPool.attach`).
 
 Security as `htcpool up` sets it up: the collector creates the pool signing key
 (`passwords.d/POOL` under the state directory unless the configuration says otherwise)
@@ -21,16 +28,20 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from daemons.core.common import SUBSYS
 from daemons.core.config import check_config_file
 
 STATE_FILE = "pool.json"
 TOKENS_DIR = "tokens.d"
 TLS_DIR = "tls"
+# The environment a daemon needs to be started again exactly as before.
+_POOL_ENV = ("_CONDOR_", "HTCPOOL_", "PYTHON")
 
 
 class PoolError(RuntimeError):
@@ -48,6 +59,7 @@ class DaemonProc:
     extra_args: list[str] = field(default_factory=list)
     proc: subprocess.Popen | None = None
     info: dict = field(default_factory=dict)
+    state: str = "running"    # running | paused | off (stopped or killed)
 
     @property
     def pid(self) -> int:
@@ -58,7 +70,24 @@ class DaemonProc:
         return str(self.info.get("address", ""))
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        if self.proc is not None:
+            return self.proc.poll() is None
+        # A daemon of a pool we attached to (not our child): alive if its process is still ours.
+        return self.pid > 0 and is_daemon_process(self.pid, self.role)
+
+
+def is_daemon_process(pid: int, role: str) -> bool:
+    """Whether `pid` is a live (not zombie) htcpool daemon of `role`: never signal a pid
+    the system has since given to another program."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                return False
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except (OSError, IndexError):
+        return False
+    return b"daemon" in argv and role.encode() in argv
 
 
 @dataclass(frozen=True)
@@ -77,7 +106,7 @@ class LocalPool:
                  startd_specs: list[StartdSpec] | None = None,
                  daemon_args: dict[str, list[str]] | None = None, tls: bool | str = False,
                  launch_prefix: Callable[[str], list[str]] | None = None,
-                 daemon_env: dict[str, dict[str, str]] | None = None) -> None:
+                 daemon_env: dict[str, dict[str, str]] | None = None, check_roles: bool = False) -> None:
         self.state_dir = Path(state_dir).resolve()
         self.config_file = Path(config_file).resolve() if config_file else None
         self.machines = machines
@@ -92,12 +121,17 @@ class LocalPool:
         # daemon on its own host, daemons/harness/netns.py), and environment by key.
         self.launch_prefix = launch_prefix
         self.daemon_env = dict(daemon_env or {})
+        # Check every daemon's settings (types, ranges) before starting any (`htcpool up`);
+        # otherwise each daemon checks its own as it starts.
+        self.check_roles = check_roles
         self.daemons: dict[str, DaemonProc] = {}
         self.epoch = time.time()
         self.collector_address = ""
         self.tls = tls                      # False, True, or "mutual" (client certificates too)
         self.security: dict = {}            # from the collector: pool_key_file, trust_domain
         self.user = getpass.getuser()
+        self.attached = False      # True: built from pool.json by attach(), not started here
+        self._save_lock = threading.Lock()
 
     # ---- starting ---------------------------------------------------------------
     def _base_env(self) -> dict[str, str]:
@@ -228,7 +262,8 @@ class LocalPool:
             args += ["--config", str(config)]
         args += extra_args or []
         env = self._base_env()
-        if self.collector_address and role != "collector":
+        if self.collector_address:
+            # The others find the collector there; a restarted collector binds it again.
             env["_CONDOR_COLLECTOR_HOST"] = self.collector_address
         env.update(self.daemon_env.get(key, {}))
         return DaemonProc(key, role, args, env, addr_file, out, list(extra_args or []))
@@ -282,12 +317,14 @@ class LocalPool:
     def start(self, timeout_s: float = 60.0) -> "LocalPool":
         """Start every daemon and wait until each has reported its address (it serves)."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        # One check up front: a bad configuration fails here, before any process starts.
-        check_config_file(self.config_file, self.state_dir)
-        for spec in self.startd_specs:
-            check_config_file(spec.config_file, self.state_dir)
         if self.tls:
-            self._make_tls()
+            self._make_tls()     # (first: the settings checked below name its files)
+        # One check up front: a bad configuration fails here, before any process starts.
+        roles = tuple(r for r in self.roles if r != "startd" or not self.startd_specs) if self.check_roles else ()
+        check_config_file(self.config_file, self.state_dir, roles=roles, env=self._base_env())
+        for spec in self.startd_specs:
+            check_config_file(spec.config_file, self.state_dir, roles=("startd",) if self.check_roles else (),
+                              env=self._base_env())
         deadline = time.monotonic() + timeout_s
         if "collector" in self.roles:
             d = self._spec("collector", "collector")
@@ -315,6 +352,10 @@ class LocalPool:
         return self
 
     def save(self) -> None:
+        with self._save_lock:      # a fault experiment restarts daemons from several threads
+            self._save()
+
+    def _save(self) -> None:
         state = {
             "collector": self.collector_address,
             "epoch": self.epoch,
@@ -324,31 +365,127 @@ class LocalPool:
             "security": self.security,
             "daemons": {k: {"role": d.role, "pid": d.pid, "address": d.address,
                             "status_url": d.info.get("status_url", ""), "output": str(d.output),
-                            "args": d.args}
+                            "args": d.args, "extra_args": d.extra_args, "state": d.state,
+                            "env": {e: v for e, v in d.env.items() if e.startswith(_POOL_ENV)}}
                         for k, d in self.daemons.items()},
         }
-        (self.state_dir / STATE_FILE).write_text(json.dumps(state, indent=1))
+        path = self.state_dir / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=1))
+        os.replace(tmp, path)
 
-    # ---- crash and restart ---------------------------------------------------------
-    def kill(self, key: str, sig: int = signal.SIGKILL) -> None:
+    @classmethod
+    def attach(cls, state_dir: str | Path) -> "LocalPool":
+        """The pool recorded in `state_dir`/pool.json (started by `htcpool up`), to act on its daemons."""
+        state = load_state(state_dir)
+        pool = cls(state_dir, state.get("config"), tie_to_parent=False)
+        pool.attached = True
+        pool.epoch = float(state.get("epoch", pool.epoch))
+        pool.collector_address = state.get("collector", "")
+        pool.security = dict(state.get("security") or {})
+        for key, v in state.get("daemons", {}).items():
+            args = list(v.get("args") or [])
+            d = DaemonProc(key, v["role"], args, dict(os.environ, **v.get("env", {})),
+                           pool.state_dir / "run" / f"{key}.address", Path(v.get("output", "")),
+                           list(v.get("extra_args") or []), None,
+                           {"pid": v.get("pid", 0), "address": v.get("address", ""),
+                            "status_url": v.get("status_url", "")}, v.get("state", "running"))
+            pool.daemons[key] = d
+        return pool
+
+    def key_of(self, target: str) -> str:
+        """A daemon's key from its key ("startd2") or its role when only one daemon has it."""
+        if target in self.daemons:
+            return target
+        keys = [k for k, d in self.daemons.items() if d.role == target]
+        if len(keys) == 1:
+            return keys[0]
+        if keys:
+            raise PoolError(f"{len(keys)} daemons are {target}s: name one of {', '.join(keys)}")
+        raise PoolError(f"no daemon {target!r} in this pool (daemons: {', '.join(self.daemons)})")
+
+    # ---- crash, pause and restart -----------------------------------------------------
+    def kill(self, key: str, sig: int = signal.SIGKILL, timeout_s: float = 30.0) -> None:
+        """Send `sig` (SIGKILL: a crash; SIGTERM: a graceful stop) and wait until the daemon is gone."""
         d = self.daemons[key]
-        if d.proc is not None and d.proc.poll() is None:
+        if not d.alive():
+            d.state = "off"
+            return
+        if d.state == "paused" and sig != signal.SIGKILL:
+            os.kill(d.pid, signal.SIGCONT)   # a stopped process cannot handle SIGTERM
+        if d.proc is not None:
             d.proc.send_signal(sig)
-            d.proc.wait(timeout=30)
+            try:
+                d.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                d.proc.kill()
+                d.proc.wait(timeout=10)
+        else:
+            os.kill(d.pid, sig)
+            if _wait_gone([d.pid], time.monotonic() + timeout_s):
+                os.kill(d.pid, signal.SIGKILL)
+                _wait_gone([d.pid], time.monotonic() + 10)
+        d.state = "off"
+        self._save_if_recorded()
+
+    def pause(self, key: str) -> None:
+        """SIGSTOP: the daemon keeps its sockets but answers nothing until resumed."""
+        d = self.daemons[key]
+        if not d.alive():
+            raise PoolError(f"{key} is not running")
+        os.kill(d.pid, signal.SIGSTOP)
+        d.state = "paused"
+        self._save_if_recorded()
+
+    def resume(self, key: str) -> None:
+        d = self.daemons[key]
+        if not d.alive():
+            raise PoolError(f"{key} is not running")
+        os.kill(d.pid, signal.SIGCONT)
+        d.state = "running"
+        self._save_if_recorded()
 
     def restart(self, key: str, timeout_s: float = 30.0) -> DaemonProc:
-        """Start `key` again with the same arguments (after kill())."""
+        """Start `key` again with the same arguments and environment (after kill()), on the
+        same command port when it is free, as a daemon with a fixed port comes back: its
+        peers (a schedd keeping claims alive, a partition aimed at its address) find it
+        where they left it, and learn at once that it lost its state."""
         old = self.daemons[key]
         if old.alive():
             raise PoolError(f"{key} is still running")
-        config = Path(old.args[old.args.index("--config") + 1]) if "--config" in old.args else None
-        d = self._spec(key, old.role, old.extra_args, config)
+        if self.attached:
+            # Not started by this object: the recorded command line and environment.
+            d = DaemonProc(key, old.role, list(old.args), dict(old.env), old.address_file, old.output,
+                           list(old.extra_args))
+            if self.collector_address:
+                d.env["_CONDOR_COLLECTOR_HOST"] = self.collector_address
+        else:
+            # The environment as this pool has it now (a test may have changed extra_env).
+            config = Path(old.args[old.args.index("--config") + 1]) if "--config" in old.args else None
+            d = self._spec(key, old.role, old.extra_args, config)
+        port = old.address.rpartition(":")[2]
+        knob = f"_CONDOR_{SUBSYS.get(old.role, old.role.upper())}_ARGS"
+        pinned = old.role != "collector" and port.isdigit() and knob not in d.env
+        if pinned:
+            d.env[knob] = f"-p {port}"
         self._launch(d)
-        self._await_address(d, time.monotonic() + timeout_s)
+        try:
+            self._await_address(d, time.monotonic() + timeout_s)
+        except PoolError:
+            if not pinned or d.alive():
+                raise
+            # The old port is taken: any port will do.
+            d.env.pop(knob)
+            self._launch(d)
+            self._await_address(d, time.monotonic() + timeout_s)
         if old.role == "collector" and d.address != self.collector_address:
             raise PoolError("the collector came back on a different address; fix its port with COLLECTOR_HOST")
         self.save()
         return d
+
+    def _save_if_recorded(self) -> None:
+        if (self.state_dir / STATE_FILE).exists():
+            self.save()
 
     # ---- stopping ----------------------------------------------------------------------
     def stop(self, timeout_s: float = 15.0) -> None:
@@ -373,7 +510,10 @@ def load_state(state_dir: str | Path) -> dict:
 
 
 def _wait_gone(pids: list[int], deadline: float) -> list[int]:
-    """Wait until the processes exit (reaping our own children); return those still alive."""
+    """Wait until the processes exit (reaping our own children); return those still alive.
+    A zombie whose parent is some other process than init (a test that started the pool, a
+    shell) has exited: that parent may not reap it for a long time. One whose parent is
+    init is reaped at once, and we wait for that."""
     alive = list(pids)
     while alive and time.monotonic() < deadline:
         still = []
@@ -384,15 +524,23 @@ def _wait_gone(pids: list[int], deadline: float) -> list[int]:
                     continue
             except ChildProcessError:
                 pass  # not our child: probe it instead
-            try:
-                os.kill(pid, 0)
+            state = _state(pid)
+            if state is not None and not (state[0] == "Z" and state[1] != 1):
                 still.append(pid)
-            except ProcessLookupError:
-                pass
         alive = still
         if alive:
             time.sleep(0.02)
     return alive
+
+
+def _state(pid: int) -> tuple[str, int] | None:
+    """A process's state letter (Z: a zombie) and parent pid from /proc; None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def stop_in_order(pids: dict[str, int], timeout_s: float = 15.0) -> list[str]:
@@ -403,6 +551,7 @@ def stop_in_order(pids: dict[str, int], timeout_s: float = 15.0) -> list[str]:
         for key in phase:
             try:
                 os.kill(pids[key], signal.SIGTERM)
+                os.kill(pids[key], signal.SIGCONT)   # a paused daemon must run to exit
                 group.append(pids[key])
                 stopped.append(key)
             except ProcessLookupError:
@@ -418,7 +567,8 @@ def stop_in_order(pids: dict[str, int], timeout_s: float = 15.0) -> list[str]:
 def stop_detached(state_dir: str | Path, timeout_s: float = 15.0) -> list[str]:
     """Stop a pool started by `htcpool up` (its processes are not our children)."""
     state = load_state(state_dir)
-    pids = {k: int(v.get("pid", 0)) for k, v in state.get("daemons", {}).items() if int(v.get("pid", 0)) > 0}
+    pids = {k: int(v.get("pid", 0)) for k, v in state.get("daemons", {}).items()
+            if int(v.get("pid", 0)) > 0 and is_daemon_process(int(v.get("pid", 0)), v.get("role", ""))}
     stopped = stop_in_order(pids, timeout_s)
     (Path(state_dir) / STATE_FILE).unlink(missing_ok=True)
     return stopped

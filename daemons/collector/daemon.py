@@ -13,6 +13,7 @@ from daemons.collector.service import CollectorService
 from daemons.collector.store import AdStore
 from daemons.core import ads
 from daemons.core.clock import PoolClock
+from daemons.core.collector_client import UPDATE_CHUNK_ADS
 from daemons.core.common import CommonConfig
 from daemons.core.config import Param
 from daemons.core import lagpolicy
@@ -31,11 +32,23 @@ STOP_GRACE_S = 3.0            # wall seconds between the order to stop and the c
 class CollectorConfig:
     classad_lifetime_s: float = 900.0   # CLASSAD_LIFETIME
     collector_name: str = ""            # COLLECTOR_NAME
+    # What one update may carry, so no peer can fill the collector's memory in one call.
+    # Daemons send their ads in chunks of UPDATE_CHUNK_ADS (core/collector_client.py).
+    max_ad_size: int = 1_048_576        # COLLECTOR_MAX_AD_SIZE: characters of one ad
+    max_ads_per_update: int = 1_000     # COLLECTOR_MAX_ADS_PER_UPDATE: ads (and invalidated names) per call
+    # HTCondor's knob; its default (0) sets no limit, htcpool's keeps one costly constraint
+    # from holding the collector for minutes.
+    query_max_worktime_s: float = 10.0  # COLLECTOR_QUERY_MAX_WORKTIME
 
     @classmethod
     def from_param(cls, p: Param) -> "CollectorConfig":
         return cls(classad_lifetime_s=float(p.int("CLASSAD_LIFETIME", 900, minimum=1) or 900),
-                   collector_name=p.str("COLLECTOR_NAME", "") or "")
+                   collector_name=p.str("COLLECTOR_NAME", "") or "",
+                   max_ad_size=p.int("COLLECTOR_MAX_AD_SIZE", cls.max_ad_size, minimum=1024,
+                                     maximum=64 * 1024 * 1024) or cls.max_ad_size,
+                   max_ads_per_update=p.int("COLLECTOR_MAX_ADS_PER_UPDATE", cls.max_ads_per_update,
+                                            minimum=UPDATE_CHUNK_ADS) or cls.max_ads_per_update,
+                   query_max_worktime_s=float(p.int("COLLECTOR_QUERY_MAX_WORKTIME", 10, minimum=0) or 0))
 
 
 class CollectorDaemon(Daemon):
@@ -63,6 +76,10 @@ class CollectorDaemon(Daemon):
 
     def default_name(self) -> str:
         return self.common.full_hostname
+
+    def query_budget(self):
+        """COLLECTOR_QUERY_MAX_WORKTIME for one query (wall time, as HTCondor measures it)."""
+        return ads.work_budget(self.cfg.query_max_worktime_s, "COLLECTOR_QUERY_MAX_WORKTIME")
 
     def add_services(self, server: grpc.aio.Server) -> None:
         collector_pb2_grpc.add_CollectorServicer_to_server(CollectorService(self), server)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from daemons.collector.daemon import CollectorDaemon
 
 QUERY_CHUNK = 1000
+MAX_PROJECTION = 1000                 # attributes named in one query's projection
 
 
 class CollectorService(pb_grpc.CollectorServicer):
@@ -22,6 +23,17 @@ class CollectorService(pb_grpc.CollectorServicer):
         self.d = daemon
 
     async def UpdateAds(self, request: pb.UpdateAdsRequest, context: grpc.aio.ServicerContext) -> pb.UpdateAdsReply:
+        cfg = self.d.cfg
+        n = max(len(request.ads), len(request.invalidate_names))
+        if n > cfg.max_ads_per_update:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"{len(request.ads):,} ads and {len(request.invalidate_names):,} names in one update; "
+                                f"COLLECTOR_MAX_ADS_PER_UPDATE is {cfg.max_ads_per_update:,}")
+        for i, a in enumerate(request.ads):
+            if len(a.text) > cfg.max_ad_size:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"ad {i + 1} of {len(request.ads)}: {len(a.text):,} characters, more than "
+                                    f"COLLECTOR_MAX_AD_SIZE ({cfg.max_ad_size:,})")
         # Parse and check every ad before storing any: one bad ad stores nothing.
         parsed = []
         for i, a in enumerate(request.ads):
@@ -58,13 +70,23 @@ class CollectorService(pb_grpc.CollectorServicer):
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         if not request.my_type:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "my_type is required")
-        n = self.d.store.invalidate(request.my_type, request.names, constraint)
+        if len(request.names) > self.d.cfg.max_ads_per_update:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"{len(request.names):,} names in one invalidation; COLLECTOR_MAX_ADS_PER_UPDATE is "
+                                f"{self.d.cfg.max_ads_per_update:,}")
+        try:
+            n = self.d.store.invalidate(request.my_type, request.names, constraint, check=self.d.query_budget())
+        except ads.WorkLimitError as e:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
         if n:
             self.d.log.info("invalidated %d %s ad(s)", n, request.my_type)
         return pb.InvalidateAdsReply(invalidated=n)
 
     async def QueryAds(self, request: pb.QueryAdsRequest,
                        context: grpc.aio.ServicerContext) -> AsyncIterator[pb.QueryAdsReply]:
+        if len(request.projection) > MAX_PROJECTION:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"{len(request.projection):,} attributes in a projection; at most {MAX_PROJECTION}")
         constraint = None
         if request.constraint.strip():
             try:
@@ -72,8 +94,12 @@ class CollectorService(pb_grpc.CollectorServicer):
             except ads.AdError as e:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         self.d.queries_total += 1
-        texts = self.d.store.query(request.my_type or "Any", self.d.expiry_now(), constraint,
-                                   list(request.projection), request.include_private)
+        try:
+            texts = self.d.store.query(request.my_type or "Any", self.d.expiry_now(), constraint,
+                                       list(request.projection), request.include_private,
+                                       check=self.d.query_budget())
+        except ads.WorkLimitError as e:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
         for i in range(0, len(texts), QUERY_CHUNK):
             yield pb.QueryAdsReply(ads=[common_pb2.ClassAd(text=t) for t in texts[i:i + QUERY_CHUNK]])
         if not texts:

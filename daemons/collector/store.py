@@ -12,7 +12,7 @@ may (the security table).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import classad2
 
@@ -82,16 +82,23 @@ class AdStore:
         return stored
 
     def invalidate(self, my_type: str, names: Iterable[str] = (),
-                   constraint: classad2.ExprTree | None = None) -> int:
+                   constraint: classad2.ExprTree | None = None, check: Callable[[], None] | None = None) -> int:
+        """Remove ads by name and by constraint; `check` (ads.work_budget) may stop the
+        constraint's evaluation, and then nothing is removed."""
+        doomed = []
+        if constraint is not None:
+            for key, stored in self._ads.items():
+                if check is not None:
+                    check()
+                if self._type_matches(stored, my_type) and ads.is_true(ads.evaluate(constraint, stored.ad)):
+                    doomed.append(key)
         removed = 0
         for n in names:
             if self._ads.pop(_key(my_type, n), None) is not None:
                 removed += 1
-        if constraint is not None:
-            for key, stored in list(self._ads.items()):
-                if self._type_matches(stored, my_type) and ads.is_true(ads.evaluate(constraint, stored.ad)):
-                    del self._ads[key]
-                    removed += 1
+        for key in doomed:
+            if self._ads.pop(key, None) is not None:
+                removed += 1
         self.invalidated_total += removed
         return removed
 
@@ -100,13 +107,17 @@ class AdStore:
         return my_type in ("", "Any", "any") or stored.my_type.lower() == my_type.lower()
 
     def query(self, my_type: str, now: float, constraint: classad2.ExprTree | None = None,
-              projection: Sequence[str] = (), include_private: bool = False) -> list[str]:
+              projection: Sequence[str] = (), include_private: bool = False,
+              check: Callable[[], None] | None = None) -> list[str]:
         out: list[str] = []
         for stored in self._ads.values():
             if not self._type_matches(stored, my_type) or stored.expired(now):
                 continue
-            if constraint is not None and not ads.is_true(ads.evaluate(constraint, stored.ad)):
-                continue
+            if constraint is not None:
+                if check is not None:
+                    check()
+                if not ads.is_true(ads.evaluate(constraint, stored.ad)):
+                    continue
             if projection:
                 shown = ads.project(stored.ad, projection)
                 if include_private and stored.private is not None:

@@ -6,10 +6,14 @@ through `parse_expr` / `parse_ad`, which refuse anything not consumed whole.
 """
 from __future__ import annotations
 
+import math
 import re
-from typing import Any, Iterable, Mapping
+import time
+from typing import Any, Callable, Iterable, Mapping
 
 import classad2
+
+from daemons.core import limits
 
 _PROBE_ATTR = "HtcpoolParsedExpression"
 _NEWLINE_INDENT = re.compile(r"\n\s*")
@@ -17,6 +21,39 @@ _NEWLINE_INDENT = re.compile(r"\n\s*")
 
 class AdError(ValueError):
     """Text that is not a valid ClassAd or ClassAd expression."""
+
+
+class LimitError(AdError):
+    """Text refused before parsing: too long, too deep, or a number ClassAd would misread."""
+
+
+class WorkLimitError(AdError):
+    """Evaluating a constraint over many ads took longer than its budget."""
+
+
+def work_budget(seconds: float, knob: str, clock: Callable[[], float] = time.monotonic) -> Callable[[], None]:
+    """A check to call between evaluations: raises WorkLimitError once `seconds` have passed.
+
+    An expression's size does not bound its cost: an ad literal whose attributes refer to
+    each other twice over (`[a0 = a1 + a1; a1 = a2 + a2; ...].a0`) costs classad2 its
+    whole step budget, about 1.5 s, on every ad a query looks at. 0 means no budget.
+    """
+    if seconds <= 0:
+        return lambda: None
+    deadline = clock() + seconds
+
+    def check() -> None:
+        if clock() > deadline:
+            raise WorkLimitError(f"evaluating the constraint took more than {seconds:g} s (see {knob}); "
+                                 "nothing was changed")
+    return check
+
+
+def check_bounds(text: str, what: str, *, ad: bool = False) -> None:
+    """Raise LimitError naming `what` if `text` must not reach classad2 (core/limits.py)."""
+    problem = limits.problem(text, ad=ad)
+    if problem is not None:
+        raise LimitError(f"{what}: {problem}")
 
 
 class Expr(str):
@@ -33,6 +70,7 @@ def parse_expr(text: str, what: str = "expression") -> classad2.ExprTree:
     """Parse one whole ClassAd expression or raise AdError naming `what`."""
     if not isinstance(text, str) or not text.strip():
         raise AdError(f"{what}: empty expression")
+    check_bounds(text, what)
     # Parenthesised so that text cannot close the record early, and the newline
     # ends any // comment before the closing parenthesis.
     try:
@@ -43,7 +81,12 @@ def parse_expr(text: str, what: str = "expression") -> classad2.ExprTree:
         raise AdError(f"{what}: cannot parse {text.strip()!r} as a ClassAd expression")
     # Parse again without the parentheses so the canonical text has none added;
     # the newline again ends any // comment before ExprTree's own closing bracket.
-    return classad2.ExprTree(text + "\n")
+    # A text that closes the probe's parenthesis early (`a) ] ...`: ClassAd ignores what
+    # follows an ad) passes the probe, but has a parenthesis too many here.
+    try:
+        return classad2.ExprTree(text + "\n")
+    except Exception:
+        raise AdError(f"{what}: cannot parse {text.strip()!r} as a ClassAd expression") from None
 
 
 _INTEGER = re.compile(r"^-?\d{1,15}$")
@@ -78,6 +121,7 @@ def parse_ad(text: str, what: str = "ClassAd") -> classad2.ClassAd:
     stripped = text.strip()
     if not (stripped.startswith("[") and stripped.endswith("]")):
         raise AdError(f"{what}: a ClassAd must be written [ Name = value; ... ]")
+    check_bounds(stripped, what, ad=True)
     try:
         ad = classad2.ClassAd(stripped)
     except Exception:
@@ -184,9 +228,20 @@ def ad_items(ad: classad2.ClassAd, text: str | None = None) -> list[tuple[str, s
     return [(k, one_line(str(ad.lookup(k)))) for k in ad.keys()]
 
 
+_ATTR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def has(ad: classad2.ClassAd, attr: str) -> bool:
+    """`attr in ad`, for any string: classad2 raises on some (an embedded NUL)."""
+    try:
+        return attr in ad
+    except (ValueError, TypeError):
+        return False
+
+
 def get(ad: classad2.ClassAd, attr: str, default: Any = None) -> Any:
     """Evaluate `attr` in `ad`; undefined, error or missing give `default`."""
-    if attr not in ad:
+    if not has(ad, attr):
         return default
     try:
         v = ad.eval(attr)
@@ -221,9 +276,10 @@ def without_private(ad: classad2.ClassAd) -> classad2.ClassAd:
 
 
 def project(ad: classad2.ClassAd, attrs: Iterable[str]) -> classad2.ClassAd:
+    """The named attributes of `ad` (a name that is not an attribute name names none)."""
     out = classad2.ClassAd()
     for a in attrs:
-        if a in ad:
+        if _ATTR_NAME.fullmatch(a) and a in ad:
             out[a] = ad.lookup(a)
     return out
 
@@ -253,10 +309,12 @@ def is_true(value: Any) -> bool:
 
 
 def as_number(value: Any) -> float | None:
+    """A finite number, or None (undefined, error, a string, NaN or infinity)."""
     if isinstance(value, classad2.Value) or isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return float(value)
+        f = float(value)
+        return f if math.isfinite(f) else None
     return None
 
 

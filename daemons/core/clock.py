@@ -12,13 +12,24 @@ still agree. A daemon that hears too late would see its clock step back; pool ti
 within one process never goes backwards, it holds still until the clock catches up.
 Waits ask the clock again when they wake: a wait that was converted to wall time at
 the old scale ends when pool time says so, not when the old scale said it would.
+
+A clock fault (faults.py) skews one daemon's clock on purpose: each skew adds an
+offset and a drift (a rate error) counted from the moment the skew was set, so a
+daemon can be made to see leases lapse early or late. `true_now()` ignores skews.
 """
 from __future__ import annotations
 
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
+
+
+@dataclass(frozen=True)
+class Skew:
+    offset_s: float          # pool seconds added
+    drift: float             # rate error: 0.01 = 1% fast
+    since_wall: float        # when the drift started counting
 
 
 @dataclass(frozen=True)
@@ -44,6 +55,7 @@ class PoolClock:
     segment: Segment | None = None
     pending: Segment | None = None
     changes: int = 0                       # scale changes applied so far
+    skews: tuple[Skew, ...] = field(default=())
     _last: float = field(default=float("-inf"), repr=False)
 
     def __post_init__(self) -> None:
@@ -86,29 +98,68 @@ class PoolClock:
         return self.pending if self.pending is not None else self.current()
 
     # ---- reading and waiting --------------------------------------------------------
-    def now(self) -> float:
-        w = self.wall()
-        t = self.current(w).pool_at(w)
+    def _base(self, wall: float) -> float:
+        """The pool's true time at `wall` (no skews); never back within this process."""
+        t = self.current(wall).pool_at(wall)
         if self.segment is not None and t < self._last:
             return self._last
-        self._last = t
+        self._last = max(self._last, t)
         return t
+
+    def _skewed(self, wall: float, base: float) -> float:
+        for k in self.skews:
+            base += k.offset_s + k.drift * (wall - k.since_wall) * self.scale
+        return base
+
+    def true_now(self) -> float:
+        """The pool's time, whatever skews this clock."""
+        return self._base(self.wall())
+
+    def now(self) -> float:
+        w = self.wall()
+        return self._skewed(w, self._base(w))
+
+    def at_wall(self, wall: float) -> float:
+        """What this clock reads at wall time `wall` (skews included)."""
+        return self._skewed(wall, self.current().pool_at(wall))
 
     def pool_at_wall(self, wall: float) -> float:
         """Pool time at a wall instant (a log record's): the segment in force then."""
         return self.current().pool_at(wall)
 
+    @property
+    def rate(self) -> float:
+        """Pool seconds per wall second, drift included."""
+        return self.scale * (1.0 + sum(k.drift for k in self.skews))
+
+    def set_skews(self, skews: Sequence[tuple[float, float, float | None]]) -> None:
+        """Replace the skews: (offset_s, drift, since_wall or None for now)."""
+        w = self.wall()
+        self.skews = tuple(Skew(o, d, w if since is None else since) for o, d, since in skews if o or d)
+
+    def skew_now(self) -> float:
+        """How far this clock is from the pool's true time, in pool seconds."""
+        w = self.wall()
+        base = self._base(w)
+        return self._skewed(w, base) - base
+
+    def _wall_in(self, seg: Segment, pool_time: float) -> float:
+        # Solve pool_time = seg.pool + (w - seg.wall) s + sum(o + d (w - since) s) for w.
+        s = seg.scale
+        offset = sum(k.offset_s for k in self.skews)
+        drift_terms = sum(k.drift * k.since_wall for k in self.skews)
+        rate = s * (1.0 + sum(k.drift for k in self.skews))
+        return (pool_time - seg.pool + seg.wall * s - offset + s * drift_terms) / rate
+
     def wall_at(self, pool_time: float) -> float:
-        """The wall time at which the pool clock reads `pool_time` (as announced now)."""
+        """The wall time at which this clock reads `pool_time` (as announced now)."""
         seg = self.current()
-        if self.pending is not None:
-            switch_pool = seg.pool_at(self.pending.wall)
-            if pool_time >= switch_pool:
-                return self.pending.wall_at(pool_time)
-        return seg.wall_at(pool_time)
+        if self.pending is not None and pool_time >= self._skewed(self.pending.wall, seg.pool_at(self.pending.wall)):
+            return self._wall_in(self.pending, pool_time)
+        return self._wall_in(seg, pool_time)
 
     def wall_delay(self, pool_seconds: float) -> float:
-        return max(0.0, pool_seconds / self.scale)
+        return max(0.0, pool_seconds / self.rate)
 
     async def sleep(self, pool_seconds: float) -> None:
         await self.sleep_until(self.now() + max(0.0, pool_seconds))

@@ -11,6 +11,33 @@ from daemons.pb.htcpool import common_pb2
 
 QUERY_TIMEOUT_S = 60.0
 UPDATE_TIMEOUT_S = 30.0
+# One UpdateAds carries at most this many ads (and invalidated names) and about this
+# many bytes; the collector refuses more than COLLECTOR_MAX_ADS_PER_UPDATE, whose
+# minimum is this chunk.
+UPDATE_CHUNK_ADS = 500
+UPDATE_CHUNK_BYTES = 16 * 1024 * 1024
+
+
+def update_chunks(ad_texts: Sequence[str], names: Sequence[str]) -> list[tuple[list[str], list[str]]]:
+    """(ads, names) per request: the ads in order, then the invalidations (with the last ads)."""
+    chunks: list[tuple[list[str], list[str]]] = []
+    ads_now: list[str] = []
+    size = 0
+    for t in ad_texts:
+        if ads_now and (len(ads_now) >= UPDATE_CHUNK_ADS or size + len(t) > UPDATE_CHUNK_BYTES):
+            chunks.append((ads_now, []))
+            ads_now, size = [], 0
+        ads_now.append(t)
+        size += len(t)
+    chunks.append((ads_now, []))
+    names = list(names)
+    for i in range(0, len(names), UPDATE_CHUNK_ADS):
+        part = names[i:i + UPDATE_CHUNK_ADS]
+        if not chunks[-1][1]:
+            chunks[-1] = (chunks[-1][0], part)
+        else:
+            chunks.append(([], part))
+    return chunks
 
 
 class CollectorClient:
@@ -27,23 +54,31 @@ class CollectorClient:
 
     async def update(self, ad_texts: Sequence[str], *, invalidate_type: str = "",
                      invalidate_names: Iterable[str] = (), give_up_after_s: float | None = 10.0) -> int:
-        req = pb.UpdateAdsRequest(
-            ads=[common_pb2.ClassAd(text=t) for t in ad_texts],
-            invalidate_type=invalidate_type, invalidate_names=list(invalidate_names))
-        reply = await call_with_retry(
-            f"update of {len(ad_texts)} ad(s) to {self.where}",
-            lambda: self._stub().UpdateAds(req, timeout=UPDATE_TIMEOUT_S),
-            give_up_after_s=give_up_after_s, logger=self.log)
-        return reply.updated
+        updated = 0
+        for ads_part, names_part in update_chunks(ad_texts, list(invalidate_names)):
+            req = pb.UpdateAdsRequest(
+                ads=[common_pb2.ClassAd(text=t) for t in ads_part],
+                invalidate_type=invalidate_type, invalidate_names=names_part)
+            reply = await call_with_retry(
+                f"update of {len(ads_part)} ad(s) to {self.where}",
+                lambda req=req: self._stub().UpdateAds(req, timeout=UPDATE_TIMEOUT_S),
+                give_up_after_s=give_up_after_s, logger=self.log)
+            updated += reply.updated
+        return updated
 
     async def invalidate(self, my_type: str, names: Iterable[str] = (), constraint: str = "",
                          give_up_after_s: float | None = 5.0) -> int:
-        req = pb.InvalidateAdsRequest(my_type=my_type, names=list(names), constraint=constraint)
-        reply = await call_with_retry(
-            f"invalidation of {my_type} ads at {self.where}",
-            lambda: self._stub().InvalidateAds(req, timeout=UPDATE_TIMEOUT_S),
-            give_up_after_s=give_up_after_s, logger=self.log)
-        return reply.invalidated
+        names = list(names)
+        parts = [names[i:i + UPDATE_CHUNK_ADS] for i in range(0, len(names), UPDATE_CHUNK_ADS)] or [[]]
+        invalidated = 0
+        for k, part in enumerate(parts):
+            req = pb.InvalidateAdsRequest(my_type=my_type, names=part, constraint=constraint if k == 0 else "")
+            reply = await call_with_retry(
+                f"invalidation of {my_type} ads at {self.where}",
+                lambda req=req: self._stub().InvalidateAds(req, timeout=UPDATE_TIMEOUT_S),
+                give_up_after_s=give_up_after_s, logger=self.log)
+            invalidated += reply.invalidated
+        return invalidated
 
     async def query(self, my_type: str, constraint: str = "", projection: Sequence[str] = (),
                     include_private: bool = False, give_up_after_s: float | None = 10.0) -> list[str]:

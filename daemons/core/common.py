@@ -7,6 +7,7 @@ from pathlib import Path
 
 from daemons.core.config import ConfigError, Param
 from daemons.core.lagpolicy import POLICIES, LagPolicy
+from daemons.core.limits import DEPTH_CEILING, ClassAdLimits
 from daemons.core.network import decide_addressing
 from daemons.core.security.config import SecurityConfig, read_security
 
@@ -21,6 +22,11 @@ SUBSYS = {
     "defrag": "DEFRAG",
     "drainboss": "DRAINBOSS",
 }
+
+# Pool time must stay a date the clock and the logs can print (before the year 9999)
+# for years of running: these bound the epoch and the scale.
+MAX_TIME_SCALE = 100_000.0
+MAX_POOL_EPOCH = 4_102_444_800.0   # 2100-01-01
 
 # How often each daemon re-advertises its own ad, with HTCondor's knob and default.
 UPDATE_INTERVAL_KNOB = {
@@ -55,6 +61,9 @@ class CommonConfig:
     security: SecurityConfig = SecurityConfig()
     # What the pool does when a daemon cannot keep up with TIME_SCALE (the collector decides).
     lag_policy: LagPolicy = LagPolicy()
+    classad_limits: ClassAdLimits = ClassAdLimits()
+    fault_plan: str = ""        # <SUBSYS>_FAULT_PLAN or FAULT_PLAN: faults in force from the start
+    fault_seed: int = 0         # FAULT_SEED: the seed of the faults' random choices
 
     @property
     def public_host(self) -> str:
@@ -87,7 +96,12 @@ def _port_from_args(param: Param, subsys: str) -> int | None:
     m = _PORT_ARG.search(args)
     if not m:
         return None
-    return int(m.group(1))
+    port = int(m.group(1)[:6])
+    if port > 65535:
+        knob = f"{subsys}_ARGS"
+        raise ConfigError(f"{param.where(knob)}: {knob} = {args!r}: {m.group(1)[:12]} is not a port number "
+                          "(0 to 65535)")
+    return port
 
 
 def _port(param: Param, knob: str) -> int:
@@ -105,6 +119,8 @@ def read_common(param: Param, role: str, *, name: str | None = None) -> CommonCo
     if collector_host:
         try:
             host, port = split_host_port(collector_host, param.int("COLLECTOR_PORT", DEFAULT_COLLECTOR_PORT))
+            if not host or not 0 <= port <= 65535 or (port == 0 and role != "collector"):
+                raise ValueError(f"{port} is not a port number (1 to 65535)" if host else "no host name")
         except ValueError as e:
             raise ConfigError(f"{param.where('COLLECTOR_HOST')}: COLLECTOR_HOST = {collector_host!r}: {e}") from None
         collector_host = f"{host}:{port}"
@@ -119,7 +135,16 @@ def read_common(param: Param, role: str, *, name: str | None = None) -> CommonCo
                           "or in the environment as _CONDOR_COLLECTOR_HOST=host:port (or _CONDOR_CONDOR_HOST=host)")
     local_dir = Path(param.str("LOCAL_DIR") or ".htcpool")
     knob, default_interval = UPDATE_INTERVAL_KNOB[role]
-    epoch = param.float("POOL_EPOCH") if param.is_set("POOL_EPOCH") else None
+    plan_knob = f"{subsys}_FAULT_PLAN" if param.is_set(f"{subsys}_FAULT_PLAN") else "FAULT_PLAN"
+    fault_plan = param.str(plan_knob) or ""
+    if fault_plan:
+        from daemons.core.faults import FaultError, parse_plan
+        try:
+            parse_plan(fault_plan, 0.0)
+        except FaultError as e:
+            raise ConfigError(f"{param.where(plan_knob)}: {plan_knob}: {e}") from None
+    epoch = (param.float("POOL_EPOCH", minimum=0.0, maximum=MAX_POOL_EPOCH)
+             if param.is_set("POOL_EPOCH") else None)
     hostname = param.str("FULL_HOSTNAME") or "localhost"
     uid_domain = param.str("UID_DOMAIN") or hostname
     interface = param.str("NETWORK_INTERFACE", "*") or "*"
@@ -137,7 +162,7 @@ def read_common(param: Param, role: str, *, name: str | None = None) -> CommonCo
         advertise_host=addressing.advertise_host,
         grpc_port=grpc_port,
         status_port=_port(param, f"{subsys}_STATUS_PORT"),
-        time_scale=param.float("TIME_SCALE", 1.0, positive=True) or 1.0,
+        time_scale=param.float("TIME_SCALE", 1.0, positive=True, maximum=MAX_TIME_SCALE) or 1.0,
         pool_epoch=epoch,
         local_dir=local_dir,
         log_dir=Path(param.str("LOG") or local_dir / "log"),
@@ -145,10 +170,25 @@ def read_common(param: Param, role: str, *, name: str | None = None) -> CommonCo
         full_hostname=hostname,
         uid_domain=uid_domain,
         update_interval_s=float(param.int(knob, default_interval, minimum=1) or default_interval),
+        classad_limits=read_classad_limits(param),
         # COLLECTOR_NAME names the pool, not the collector daemon.
         name=name or (param.str(f"{subsys}_NAME") if role != "collector" else None),
         security=read_security(param, subsys, uid_domain),
+        fault_plan=fault_plan,
+        fault_seed=param.int("FAULT_SEED", 0) or 0,
         lag_policy=read_lag_policy(param),
+    )
+
+
+def read_classad_limits(param: Param) -> ClassAdLimits:
+    """CLASSAD_MAX_EXPR_LENGTH, CLASSAD_MAX_EXPR_DEPTH, CLASSAD_MAX_AD_SIZE (core/limits.py)."""
+    d = ClassAdLimits()
+    return ClassAdLimits(
+        max_expr_length=param.int("CLASSAD_MAX_EXPR_LENGTH", d.max_expr_length, minimum=1024,
+                                  maximum=64 * 1024 * 1024) or d.max_expr_length,
+        max_depth=param.int("CLASSAD_MAX_EXPR_DEPTH", d.max_depth, minimum=10, maximum=DEPTH_CEILING) or d.max_depth,
+        max_ad_size=param.int("CLASSAD_MAX_AD_SIZE", d.max_ad_size, minimum=1024,
+                              maximum=64 * 1024 * 1024) or d.max_ad_size,
     )
 
 

@@ -14,10 +14,10 @@ The file actually loaded is a small wrapper: htcpool's emulation defaults
 """
 from __future__ import annotations
 
+import contextlib
+import math
 import os
 import re
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +25,8 @@ from typing import Callable
 
 import classad2
 
-from daemons.core.ads import AdError, expr_text
+from daemons.core import ads
+from daemons.core.ads import AdError, LimitError, expr_text
 
 DEFAULTS_FILE = Path(__file__).with_name("htcpool_defaults.conf")
 _PROBE = "HTCPOOL_RAW_PROBE"
@@ -36,7 +37,7 @@ class ConfigError(Exception):
     """A configuration that cannot be used; the message names file, line or knob."""
 
 
-def _wrapper_text(user_file: Path | None, local_dir: Path) -> str:
+def wrapper_text(user_file: Path | None, local_dir: Path) -> str:
     lines = [
         f"include : {DEFAULTS_FILE}",
         # Where daemon state lives unless the user's file (or the environment) says.
@@ -47,8 +48,8 @@ def _wrapper_text(user_file: Path | None, local_dir: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _resolve_user_file(path: str | os.PathLike | None) -> Path | None:
-    if path is None:
+def resolve_user_file(path: str | os.PathLike | None) -> Path | None:
+    if path is None or str(path) == "":
         return None
     p = Path(path).expanduser().resolve()
     if not p.exists():
@@ -62,70 +63,31 @@ def _resolve_user_file(path: str | os.PathLike | None) -> Path | None:
     return p
 
 
-_SOURCE_ERROR = re.compile(r'Config source Error "(?P<file>[^"]+)", Line (?P<line>\d+)')
-_GLOBAL_ERROR = re.compile(r"Configuration Error Line (?P<line>\d+) while reading (?:global )?config source (?P<file>\S+)")
-
-
-def _explain_htcondor_error(stderr: str) -> str:
-    """Turn htcondor2's exit message into one line naming the file, line and text."""
-    m = _SOURCE_ERROR.search(stderr) or _GLOBAL_ERROR.search(stderr)
-    detail = " ".join(
-        line.strip() for line in stderr.splitlines()
-        if line.strip() and not _SOURCE_ERROR.search(line) and not _GLOBAL_ERROR.search(line)
-    )
-    if not m:
-        return f"configuration could not be read: {stderr.strip() or 'htcondor2 exited'}"
-    file, line_no = m.group("file"), int(m.group("line"))
-    text = ""
-    try:
-        text = Path(file).read_text(errors="replace").splitlines()[line_no - 1].strip()
-    except (OSError, IndexError):
-        pass
-    msg = f"config file {file}, line {line_no}: cannot parse"
-    if text:
-        msg += f" {text!r}"
-    if detail:
-        msg += f" ({detail})"
-    return msg
-
-
 def check_config_file(path: str | os.PathLike | None, local_dir: Path | None = None,
-                      timeout_s: float = 30.0) -> None:
-    """Read the configuration in a fresh interpreter; raise ConfigError if HTCondor rejects it."""
-    user_file = _resolve_user_file(path)
-    with tempfile.TemporaryDirectory(prefix="htcpool-cfg-") as d:
-        wrapper = Path(d) / "condor_config"
-        wrapper.write_text(_wrapper_text(user_file, local_dir or Path.cwd() / ".htcpool"))
-        env = dict(os.environ, CONDOR_CONFIG=str(wrapper))
-        try:
-            proc = subprocess.run(
-                [sys.executable, "-c", "import htcondor2; htcondor2.reload_config()"],
-                env=env, capture_output=True, text=True, timeout=timeout_s,
-            )
-        except subprocess.TimeoutExpired as e:
-            # HTCondor loops forever on some self-referencing macros.
-            raise ConfigError(
-                f"config file {path}: reading it did not finish in {timeout_s:.0f} s "
-                "(a macro that refers to itself?)") from e
-        if proc.returncode != 0:
-            raise ConfigError(_explain_htcondor_error(proc.stderr + proc.stdout))
+                      timeout_s: float = 30.0, **kw) -> None:
+    """See daemons/core/config_check.py: read, expand (and type-check) in a throwaway interpreter."""
+    from daemons.core.config_check import check_config_file as check
+    check(path, local_dir, timeout_s, **kw)
 
 
 def load(path: str | os.PathLike | None = None, *, local_dir: Path | None = None,
          check: bool = True) -> "Param":
     """Load the configuration into this process (once) and return typed access to it."""
     global _loaded
-    user_file = _resolve_user_file(path)
+    user_file = resolve_user_file(path)
     if check:
         check_config_file(user_file, local_dir)
     fd, wrapper = tempfile.mkstemp(prefix="htcpool-condor_config-")
     try:
         with os.fdopen(fd, "w") as f:
-            f.write(_wrapper_text(user_file, local_dir or Path.cwd() / ".htcpool"))
+            f.write(wrapper_text(user_file, local_dir or Path.cwd() / ".htcpool"))
         os.environ["CONDOR_CONFIG"] = wrapper
-        import htcondor2  # imported late: it reads CONDOR_CONFIG on import
+        with _quiet_stderr():
+            # The throwaway read has already said what is wrong with the file; HTCondor's
+            # library repeats some of it (a bad NETWORK_INTERFACE) on stderr.
+            import htcondor2  # imported late: it reads CONDOR_CONFIG on import
 
-        htcondor2.reload_config()
+            htcondor2.reload_config()
         param = htcondor2.param
     finally:
         os.unlink(wrapper)
@@ -141,12 +103,33 @@ def load(path: str | os.PathLike | None = None, *, local_dir: Path | None = None
     return _loaded
 
 
+@contextlib.contextmanager
+def _quiet_stderr():
+    try:
+        saved = os.dup(2)
+    except OSError:
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def loaded() -> "Param":
     if _loaded is None:
         raise RuntimeError("configuration not loaded; call daemons.core.config.load() first")
     return _loaded
 
 
+# HTCondor reads integer knobs into a C int.
+INT_MIN, INT_MAX = -2 ** 31, 2 ** 31 - 1
+# A ceiling for real-valued knobs (factors, limits, times) beyond any meaningful
+# setting, so that the arithmetic done with them stays finite.
+LARGE = 1e12
 _TRUE = {"true", "yes", "t", "y", "1"}
 _FALSE = {"false", "no", "f", "n", "0"}
 
@@ -203,42 +186,72 @@ class Param:
             return None
         text = v.strip()
         try:
-            return float(int(text))
+            n = float(int(text))
         except ValueError:
-            pass
+            n = None
+        except OverflowError:
+            raise ConfigError(f"{self.where(name)}: {name} = {text[:60]!r} is out of range") from None
+        if n is None:
+            try:
+                n = float(text)
+            except ValueError:
+                n = None
+        if n is None:
+            # HTCondor evaluates numeric knobs as ClassAd expressions ("3600 * 24").
+            result = self._evaluate(name, text, want)
+            # Undefined and Error are IntEnum members: they must not pass as numbers.
+            if isinstance(result, (bool, classad2.Value)) or not isinstance(result, (int, float)):
+                raise self._fail(name, text, want)
+            n = float(result)
+        if not math.isfinite(n):
+            raise ConfigError(f"{self.where(name)}: {name} = {text[:60]!r} is not a finite number")
+        return n
+
+    def _evaluate(self, name: str, text: str, want: str):
         try:
-            return float(text)
-        except ValueError:
-            pass
-        # HTCondor evaluates numeric knobs as ClassAd expressions ("3600 * 24").
+            tree = ads.parse_expr(text, name)
+        except ads.LimitError as e:
+            raise ConfigError(f"{self.where(name)}: {e}") from None
+        except ads.AdError:
+            raise self._fail(name, text, want) from None
         try:
-            result = classad2.ExprTree(text).eval()
+            return tree.eval()
         except Exception:
             raise self._fail(name, text, want) from None
-        # Undefined and Error are IntEnum members: they must not pass as numbers.
-        if isinstance(result, (bool, classad2.Value)) or not isinstance(result, (int, float)):
-            raise self._fail(name, text, want)
-        return float(result)
 
-    def int(self, name: str, default: int | None = None, *, minimum: int | None = None) -> int | None:
+    def int(self, name: str, default: int | None = None, *, minimum: int | None = None,
+            maximum: int | None = None) -> int | None:
+        """An integer knob; like HTCondor's, a 32-bit one unless a wider range is given."""
         n = self._number(name, "an integer")
         if n is None:
             return default
         if n != int(n):
             raise self._fail(name, self.raw(name) or "", "an integer")
         if minimum is not None and n < minimum:
-            raise ConfigError(f"{self.where(name)}: {name} = {int(n)} is below the minimum {minimum}")
+            raise ConfigError(f"{self.where(name)}: {name} = {self._shown(name, n)} is below the minimum {minimum}")
+        top = INT_MAX if maximum is None else maximum
+        if n > top:
+            raise ConfigError(f"{self.where(name)}: {name} = {self._shown(name, n)} is above the maximum {top}")
+        if minimum is None and n < INT_MIN:
+            raise ConfigError(f"{self.where(name)}: {name} = {self._shown(name, n)} is below the minimum {INT_MIN}")
         return int(n)
 
+    def _shown(self, name: str, n: float) -> str:
+        """The value as written when it is a plain number, else as evaluated."""
+        text = (self.raw(name) or "").strip()
+        return text[:60] if re.fullmatch(r"[-+]?[\d.eE+-]+", text) else f"{n:g}"
+
     def float(self, name: str, default: float | None = None, *, minimum: float | None = None,
-              positive: bool = False) -> float | None:
+              maximum: float | None = None, positive: bool = False) -> float | None:
         n = self._number(name, "a number")
         if n is None:
             return default
         if positive and n <= 0:
-            raise ConfigError(f"{self.where(name)}: {name} = {n:g} must be positive")
+            raise ConfigError(f"{self.where(name)}: {name} = {self._shown(name, n)} must be positive")
         if minimum is not None and n < minimum:
-            raise ConfigError(f"{self.where(name)}: {name} = {n:g} is below the minimum {minimum:g}")
+            raise ConfigError(f"{self.where(name)}: {name} = {self._shown(name, n)} is below the minimum {minimum:g}")
+        if maximum is not None and n > maximum:
+            raise ConfigError(f"{self.where(name)}: {name} = {self._shown(name, n)} is above the maximum {maximum:g}")
         return n
 
     def bool(self, name: str, default: bool | None = None) -> bool | None:
@@ -250,10 +263,7 @@ class Param:
             return True
         if text.lower() in _FALSE:
             return False
-        try:
-            result = classad2.ExprTree(text).eval()
-        except Exception:
-            raise self._fail(name, text, "a boolean") from None
+        result = self._evaluate(name, text, "a boolean")
         if isinstance(result, bool):
             return result
         raise self._fail(name, text, "a boolean")
@@ -277,5 +287,7 @@ def parse_expr(text: str, what: str) -> str:
     """Validate a ClassAd expression and return its canonical one-line text."""
     try:
         return expr_text(text, what)
+    except LimitError as e:
+        raise ConfigError(str(e)) from None
     except AdError:
         raise ConfigError(f"{what} = {text.strip()!r} is not a valid ClassAd expression") from None

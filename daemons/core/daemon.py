@@ -5,6 +5,11 @@ common Admin service, runs a status page, runs named periodic tasks on pool time
 publishes its own ad(s) to the collector every update interval (and on demand) and
 withdraws them on shutdown. Subclasses fill in `add_services`, `on_start`,
 `on_close`, `own_ads`, `status` and `metrics`.
+
+No exception goes unseen: handler errors are logged and counted by the RPC pipeline,
+periodic tasks' failures by the periodic runner, tasks started with `spawn` when they
+end, and anything else that reaches the event loop by its exception handler; each
+with its traceback in the daemon's log and a counter on /metrics.
 """
 from __future__ import annotations
 
@@ -13,8 +18,9 @@ import ipaddress
 import logging
 import os
 import time
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Coroutine
 
 import grpc
 
@@ -22,6 +28,7 @@ from daemons.core import ads
 from daemons.core.clock import PoolClock, Segment
 from daemons.core.collector_client import CollectorClient
 from daemons.core.common import CommonConfig
+from daemons.core.fault_layer import FaultClientLayer, FaultInjector
 from daemons.core.interceptors import ServerPipeline
 from daemons.core.lag import LagMonitor
 from daemons.core.network import resolve_host
@@ -72,10 +79,14 @@ class Daemon:
             # LOCAL_DIR, never in whatever directory the daemon happens to run from.
             security = security.anchored(common.local_dir)
         self.security = DaemonSecurity(security, self.role, self.log)
-        self.channels = Channels(extra_layers=self.security.client_layers(),
+        self.name = common.name or self.default_name()
+        # Faults act on calls into the daemon (a layer of its server pipeline) and on the
+        # calls it makes (a layer of its channels); clock faults skew self.clock.
+        self.faults = FaultInjector(self.clock, logging.getLogger(f"htcpool.{self.role}.faults"),
+                                    role=self.role, name=self.name, seed=common.fault_seed)
+        self.channels = Channels(extra_layers=[*self.security.client_layers(), FaultClientLayer(self.faults)],
                                  credentials=self.security.channel_credentials(),
                                  server_name=self.security.server_name())
-        self.name = common.name or self.default_name()
         self.address = ""
         self.status_url = ""
         self.ready = False
@@ -90,12 +101,15 @@ class Daemon:
         self._update_seq = 0
         self._advertise_failures = 0         # in a row, for the backoff
         self._advertise_failures_total = 0
+        self._background: set[asyncio.Task] = set()
+        # Unexpected exceptions outside RPC handlers, by where they happened.
+        self.errors: Counter[str] = Counter()
         self.collector = (CollectorClient(self.channels, common.collector_host, self.log)
                           if common.collector_host else None)
-        # Every incoming call passes this pipeline: security first, then any other layers
-        # (faults) added by whoever builds the daemon; handler errors and per-method
-        # counts live here.
-        self.rpc = ServerPipeline([self.security.layer], log=logging.getLogger(f"htcpool.{self.role}.rpc"))
+        # Every incoming call passes this pipeline: security first (a refused call meets no
+        # fault), then faults; handler errors and per-method counts live here.
+        self.rpc = ServerPipeline([self.security.layer, self.faults.layer],
+                                  log=logging.getLogger(f"htcpool.{self.role}.rpc"))
         # How late this process's event loop runs (the lag policy acts on it, pool-wide).
         self.lag = LagMonitor(lambda: self.clock.scale)
         self._follow_task: asyncio.Task | None = None
@@ -130,6 +144,10 @@ class Daemon:
     def status(self) -> dict[str, Any]:
         return self.base_status()
 
+    def status_detail(self, name: str) -> Any | None:
+        """A detailed view for /status/NAME, or None when the daemon has no such view."""
+        return None
+
     def metrics(self) -> dict[str, Any]:
         lag = self.lag.figures()
         return {
@@ -149,8 +167,36 @@ class Daemon:
             "loop_lag_max_pool_seconds": lag.max_pool_s,
             "periodic_failures_total": float(sum(p.failures for p in self._periodics.values())),
             "advertise_failures_total": float(self._advertise_failures_total),
+            "unexpected_errors_total": {(("where", w),): float(n) for w, n in self.errors.items()},
             **self.rpc.metrics(),
         }
+
+    # ---- unexpected errors ----------------------------------------------------
+    def note_error(self, where: str, exc: BaseException | None, message: str = "") -> None:
+        """Log an unexpected exception with its traceback and count it on /metrics."""
+        self.errors[where] += 1
+        self.log.error("unexpected error in %s: %s", where, message or (describe(exc) if exc else "?"),
+                       exc_info=exc)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task:
+        """Run `coro` in the background; cancelled at close, its failure logged and counted."""
+        task = asyncio.create_task(coro, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+        return task
+
+    def _background_done(self, task: asyncio.Task) -> None:
+        self._background.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            # Label by kind ("schedd:after"), not by instance, to keep /metrics small.
+            self.note_error(":".join(task.get_name().split(":")[:2]), exc,
+                            f"background task {task.get_name()} failed: {describe(exc)}")
+
+    def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        self.note_error("event loop", context.get("exception"), str(context.get("message", "")))
 
     # ---- lifecycle --------------------------------------------------------
     async def start(self) -> None:
@@ -158,6 +204,7 @@ class Daemon:
             return
         self._started = True
         self.security.prepare()
+        asyncio.get_running_loop().set_exception_handler(self._loop_exception)
         self._server = new_server([self.rpc])
         self.add_services(self._server)
         admin_pb2_grpc.add_AdminServicer_to_server(_AdminService(self), self._server)
@@ -175,6 +222,10 @@ class Daemon:
             await self._learn_epoch()
         if self.collector is not None and self.role != "collector":
             self._follow_task = asyncio.create_task(self._follow_clock(), name=f"{self.role}:follow-clock")
+        if self.common.fault_plan:
+            from daemons.core.faults import parse_plan
+            # Windows (after=, for=) count from now, on the pool's clock.
+            self.faults.set_plan(parse_plan(self.common.fault_plan, self.clock.true_now()))
         self.started_at = self.clock.now()
         self.log.info("**** %s %s (htcpool %s) starting at %s (bound to %s), pid %d, time scale %g",
                       self.role, self.name, VERSION, self.address, self.common.bind_host, os.getpid(),
@@ -206,12 +257,15 @@ class Daemon:
         if self._follow_task is not None:
             await cancel_and_wait(self._follow_task)
         self.lag.stop()
+        for t in list(self._background):
+            await cancel_and_wait(t)
         try:
             await self.on_close()
         except Exception:
             self.log.exception("error while closing")
-        # A daemon that never served (a missing key, a port in use) has no ads to withdraw.
-        if not self.fast_shutdown and self.address:
+        # A daemon that never served (a missing key, a port in use) or never got as far as
+        # advertising has no ads to withdraw.
+        if not self.fast_shutdown and self.address and self.started_at:
             await self.withdraw()
         if self._page is not None:
             await self._page.stop()
@@ -261,8 +315,11 @@ class Daemon:
             except Exception as e:
                 p.failures += 1
                 p.last_error = describe(e)
-                self.log.warning("periodic task %s failed: %s", p.name, p.last_error,
-                                 exc_info=not isinstance(e, grpc.aio.AioRpcError))
+                if isinstance(e, grpc.aio.AioRpcError):
+                    # A peer that is down or slow: expected, retried at the next run.
+                    self.log.warning("periodic task %s failed: %s", p.name, p.last_error)
+                else:
+                    self.note_error(f"periodic {p.name}", e, f"periodic task {p.name} failed: {p.last_error}")
             next_run = p.last_run + p.interval_s
             if next_run < self.clock.now():
                 # Overran a whole interval: start again from now rather than bunching.
@@ -482,3 +539,17 @@ class _AdminService(admin_pb2_grpc.AdminServicer):
         self.daemon.log.info("shutdown requested over RPC%s", " (fast)" if request.fast else "")
         self.daemon.request_shutdown(fast=request.fast)
         return common_pb2.Empty()
+
+    async def SetFaultPlan(self, request: admin_pb2.FaultPlan,
+                           context: grpc.aio.ServicerContext) -> admin_pb2.FaultList:
+        from daemons.core import fault_admin
+        return await fault_admin.set_plan(self.daemon, request, context)
+
+    async def ClearFaults(self, request: admin_pb2.ClearFaultsRequest,
+                          context: grpc.aio.ServicerContext) -> admin_pb2.FaultList:
+        from daemons.core import fault_admin
+        return await fault_admin.clear(self.daemon, request, context)
+
+    async def ListFaults(self, request: common_pb2.Empty, context: grpc.aio.ServicerContext) -> admin_pb2.FaultList:
+        from daemons.core import fault_admin
+        return fault_admin.listing(self.daemon)

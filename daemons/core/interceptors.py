@@ -15,11 +15,16 @@ Server side, for each call, in order:
 4. for streams, each layer that defines `on_request` / `on_response` sees every message,
    one at a time and in order, so a delay keeps the stream's order;
 5. the handler runs; an exception it did not turn into a status is logged with its
-   traceback, counted, and returned as INTERNAL naming the method (never a bare UNKNOWN).
+   traceback, counted, and returned as INTERNAL naming the method (never a bare UNKNOWN)
+   — except gRPC's own refusal to send on a call whose client has already gone, which
+   is counted as CANCELLED.
 Every call is counted by method and status code for /metrics.
 
-Client side, each layer's `outgoing(method, metadata)` may add metadata (a token) or
-delay or fail the call (client-side faults) before it leaves.
+Client side, each layer's `prepare(call)` sees an `OutgoingCall` (the address called,
+the method, the metadata, the time left before its deadline) and may add metadata (a
+token), delay it (shortening what is left of its deadline) or fail it (client-side
+faults) before it leaves. A layer that needs only the method and metadata overrides
+`outgoing(method, metadata)` instead.
 """
 from __future__ import annotations
 
@@ -99,12 +104,31 @@ class ServerLayer:
         return {}
 
 
+@dataclass
+class OutgoingCall:
+    """One call this process is about to make, as the client layers see it."""
+    target: str                         # the address called, "host:port"
+    method: str                         # "/htcpool.v1.Startd/KeepAlive"
+    metadata: list[tuple[str, str]]
+    timeout: float | None               # wall seconds left before the deadline; None = none
+
+    @property
+    def short(self) -> str:
+        """'Startd.KeepAlive'."""
+        parts = self.method.rsplit("/", 2)
+        return f"{parts[-2].rsplit('.', 1)[-1]}.{parts[-1]}" if len(parts) >= 2 else self.method
+
+
 class ClientLayer:
     """One concern of the client pipeline."""
     name = "layer"
 
+    async def prepare(self, call: OutgoingCall) -> None:
+        """Runs before a call leaves: add to its metadata, wait, or raise to fail the call."""
+        await self.outgoing(call.method, call.metadata)
+
     async def outgoing(self, method: str, metadata: list[tuple[str, str]]) -> None:
-        """Runs before a call leaves: add to `metadata`, wait, or raise to fail the call."""
+        """The simple form of `prepare`: add to `metadata`, wait, or raise to fail the call."""
 
 
 class ServerPipeline(grpc.aio.ServerInterceptor):
@@ -145,6 +169,23 @@ class ServerPipeline(grpc.aio.ServerInterceptor):
     def _finish(self, call: Call | None, method: str, code: grpc.StatusCode | None) -> None:
         self.calls[(method, (code or grpc.StatusCode.OK).name)] += 1
 
+    def _client_gone(self, method: str, context: grpc.aio.ServicerContext, exc: BaseException) -> bool:
+        """gRPC could not send on a call whose client has already gone (it cancelled, or its
+        deadline passed, while a layer or the handler was answering): nothing failed here and
+        nobody is left to answer, so it is counted as CANCELLED, not as a handler error. Seen
+        when the security layer refuses a client stream its client abandons at the same moment."""
+        if not isinstance(exc, grpc.aio.InternalError):
+            return False
+        try:
+            gone = context.cancelled() or context.done() or not context.peer()
+        except Exception:
+            gone = False
+        if gone:
+            self.calls[(method, grpc.StatusCode.CANCELLED.name)] += 1
+            self.log.info("%s: the client went away before its answer could be sent (%s)",
+                          method.rsplit("/", 1)[-1], type(exc).__name__)
+        return gone
+
     async def _failed(self, method: str, context: grpc.aio.ServicerContext, exc: BaseException) -> None:
         short = method.rsplit("/", 2)
         where = f"{short[-2].rsplit('.', 1)[-1]}.{short[-1]}" if len(short) >= 2 else method
@@ -178,6 +219,7 @@ class ServerPipeline(grpc.aio.ServerInterceptor):
 
         async def unary_response(behavior, request_or_iterator, context, streaming_in: bool):
             call = None
+            gone = False
             try:
                 call = await pipeline._enter(method, context)
                 if streaming_in and request_hooks():
@@ -191,12 +233,17 @@ class ServerPipeline(grpc.aio.ServerInterceptor):
             except NotImplementedError:
                 await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not implemented")
             except Exception as e:
+                if pipeline._client_gone(method, context, e):
+                    gone = True
+                    return
                 await pipeline._failed(method, context, e)
             finally:
-                pipeline._finish(call, method, pipeline._code_of(context))
+                if not gone:
+                    pipeline._finish(call, method, pipeline._code_of(context))
 
         async def stream_response(behavior, request_or_iterator, context, streaming_in: bool):
             call = None
+            gone = False
             try:
                 call = await pipeline._enter(method, context)
                 if streaming_in and request_hooks():
@@ -219,9 +266,13 @@ class ServerPipeline(grpc.aio.ServerInterceptor):
             except NotImplementedError:
                 await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not implemented")
             except Exception as e:
+                if pipeline._client_gone(method, context, e):
+                    gone = True
+                    return
                 await pipeline._failed(method, context, e)
             finally:
-                pipeline._finish(call, method, pipeline._code_of(context))
+                if not gone:
+                    pipeline._finish(call, method, pipeline._code_of(context))
 
         # grpc.aio tells the call kinds apart by the behaviour's type (a coroutine function
         # or an async generator function), so each wrapper must be a real `async def`.
@@ -273,18 +324,19 @@ class ServerPipeline(grpc.aio.ServerInterceptor):
 
 # ---- client side ------------------------------------------------------------------------
 class _ClientBase:
-    def __init__(self, layers: list[ClientLayer]) -> None:
+    def __init__(self, layers: list[ClientLayer], target: str = "") -> None:
         self.layers = layers
+        self.target = target
 
     async def _prepare(self, details: grpc.aio.ClientCallDetails) -> grpc.aio.ClientCallDetails:
         if not self.layers:
             return details
         method = details.method.decode() if isinstance(details.method, bytes) else details.method
-        metadata = list(details.metadata or [])
+        call = OutgoingCall(self.target, method, list(details.metadata or []), details.timeout)
         for layer in self.layers:
-            await layer.outgoing(method, metadata)
-        return grpc.aio.ClientCallDetails(method=details.method, timeout=details.timeout,
-                                          metadata=grpc.aio.Metadata(*metadata), credentials=details.credentials,
+            await layer.prepare(call)
+        return grpc.aio.ClientCallDetails(method=details.method, timeout=call.timeout,
+                                          metadata=grpc.aio.Metadata(*call.metadata), credentials=details.credentials,
                                           wait_for_ready=details.wait_for_ready)
 
 
@@ -308,9 +360,10 @@ class _StreamStream(_ClientBase, grpc.aio.StreamStreamClientInterceptor):
         return await continuation(await self._prepare(details), request_iterator)
 
 
-def client_interceptors(layers: Sequence[ClientLayer]) -> list[grpc.aio.ClientInterceptor]:
-    """Interceptors for a channel; none at all when there are no layers (no per-call cost)."""
+def client_interceptors(layers: Sequence[ClientLayer], target: str = "") -> list[grpc.aio.ClientInterceptor]:
+    """Interceptors for a channel to `target`; none at all when there are no layers (no per-call cost)."""
     if not layers:
         return []
     shared = list(layers)
-    return [_UnaryUnary(shared), _UnaryStream(shared), _StreamUnary(shared), _StreamStream(shared)]
+    return [_UnaryUnary(shared, target), _UnaryStream(shared, target), _StreamUnary(shared, target),
+            _StreamStream(shared, target)]

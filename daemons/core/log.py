@@ -3,6 +3,9 @@
 Each daemon writes the log HTCondor's daemon would (CollectorLog, NegotiatorLog,
 SchedLog, StartLog) under $(LOG), so a run can be read, and compared with a real
 pool's log, the way an admin reads HTCondor's.
+
+Log lines carry strings from anyone (owners, attribute names, ad texts): control
+characters in them are escaped (a newline becomes \\n), so no input can forge a line.
 """
 from __future__ import annotations
 
@@ -24,8 +27,44 @@ LOG_FILE_NAMES = {
 
 
 # `extra=` for a record of several lines that should read as that many log lines,
-# each with its own stamp (one record is much cheaper than several).
+# each with its own stamp (one record is much cheaper than several). Its template's
+# newlines are kept; its string arguments are escaped, except `lines(...)`.
 EACH_LINE_STAMPED = {"each_line_stamped": True}
+
+_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)) if c != 0x09}
+_ESCAPES.update({0x0A: "\\n", 0x0D: "\\r", 0x2028: "\\u2028", 0x2029: "\\u2029"})
+
+
+def escape(text: str) -> str:
+    """`text` with control characters (and Unicode line separators) written as escapes."""
+    return text.translate(_ESCAPES)
+
+
+class Lines(str):
+    """Lines for one EACH_LINE_STAMPED record, each escaped, joined by newlines."""
+
+
+def lines(items) -> Lines:
+    return Lines("\n".join(escape(str(i)) for i in items))
+
+
+def _escaped_arg(a):
+    if isinstance(a, Lines) or not isinstance(a, str):
+        return a
+    return escape(a)
+
+
+def message_of(record: logging.LogRecord) -> str:
+    """The record's message with every untrusted control character escaped."""
+    if not getattr(record, "each_line_stamped", False):
+        return escape(record.getMessage())
+    msg = str(record.msg)
+    args = record.args
+    if not args:
+        return msg
+    if isinstance(args, dict):
+        return msg % {k: _escaped_arg(v) for k, v in args.items()}
+    return msg % tuple(_escaped_arg(a) for a in args)
 
 
 class PoolTimeFormatter(logging.Formatter):
@@ -37,13 +76,17 @@ class PoolTimeFormatter(logging.Formatter):
         self._stamp = ""
 
     def format(self, record: logging.LogRecord) -> str:
-        # The record's own wall time, moved onto the pool clock.
-        pool = self.clock.pool_at_wall(record.created)
+        # The record's own wall time, moved onto the pool clock (as skewed, like a real host's).
+        pool = self.clock.at_wall(record.created)
         second = int(pool // 1)
         if second != self._second:   # busy logs write many records a second: format the stamp once
-            self._second, self._stamp = second, time.strftime("%m/%d/%y %H:%M:%S", time.localtime(second))
+            try:
+                self._stamp = time.strftime("%m/%d/%y %H:%M:%S", time.localtime(second))
+            except (OverflowError, ValueError, OSError):
+                self._stamp = f"pool time {second}"
+            self._second = second
         stamp = self._stamp
-        msg = record.getMessage()
+        msg = message_of(record)
         level = "" if record.levelno == logging.INFO else f"{record.levelname}: "
         if getattr(record, "each_line_stamped", False):
             msg = f"\n{stamp} {self.prefix}{level}".join(msg.split("\n"))

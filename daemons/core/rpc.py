@@ -25,6 +25,13 @@ _OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.so_reuseport", 0),
+    # A peer that restarts on its port must be reachable again at once: gRPC's own
+    # reconnect backoff grows to 120 s of wall time (hours of pool time at a fast
+    # TIME_SCALE), during which every call fails without trying. Backoff between
+    # attempts is call_with_retry's business.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
 ]
 TRANSIENT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
@@ -86,7 +93,7 @@ class Channels:
 
     Every channel carries the process's client layers and credentials (configure_client)
     unless this Channels was given its own; `extra_layers` (a daemon's or a client's own
-    tokens) come after the process's layers.
+    tokens, a daemon's client-side faults) come after the process's layers.
     """
 
     def __init__(self, layers: Sequence[ClientLayer] | None = None,
@@ -103,7 +110,7 @@ class Channels:
         if ch is None:
             layers = (_process_layers if self._layers is None else self._layers) + self._extra
             credentials = self._credentials or _process_credentials
-            interceptors = client_interceptors(layers)
+            interceptors = client_interceptors(layers, address)
             if credentials is not None:
                 name = self._server_name or _process_server_name
                 options = _OPTIONS + ([("grpc.ssl_target_name_override", name)] if name else [])

@@ -13,10 +13,12 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from daemons.core import config as configmod
+from daemons.core import limits
 from daemons.core import log as logmod
-from daemons.core.common import SUBSYS, read_common
+from daemons.core.common import SUBSYS, CommonConfig, read_common
 from daemons.core.config import ConfigError
 from daemons.core.daemon import Daemon
 from daemons.core.rpc import BindError
@@ -26,40 +28,66 @@ from daemons.core.security.config import TlsError
 ROLES = ("collector", "negotiator", "schedd", "startd", "defrag", "drainboss")
 
 
-def build_daemon(role: str, param: configmod.Param, *, name: str | None = None, machines: int = 1,
-                 host_prefix: str | None = None, seed: int = 0, options: str = "") -> Daemon:
+def read_role_config(role: str, param: configmod.Param, *, name: str | None = None, machines: int = 1,
+                     host_prefix: str | None = None, options: str = "") -> tuple[CommonConfig, Any]:
+    """Every setting one daemon reads, typed and range-checked (ConfigError names the knob).
+
+    The configuration check of `htcpool up` calls this for each role before any process starts.
+    """
     common = read_common(param, role, name=name)
     if role == "collector":
-        from daemons.collector.daemon import CollectorConfig, CollectorDaemon
-        return CollectorDaemon(common, CollectorConfig.from_param(param))
+        from daemons.collector.daemon import CollectorConfig
+        return common, CollectorConfig.from_param(param)
     if role == "negotiator":
-        from daemons.negotiator.daemon import NegotiatorConfig, NegotiatorDaemon
-        return NegotiatorDaemon(common, NegotiatorConfig.from_param(param, common.spool_dir))
+        from daemons.negotiator.daemon import NegotiatorConfig
+        return common, NegotiatorConfig.from_param(param, common.spool_dir)
     if role == "schedd":
-        from daemons.schedd.daemon import ScheddConfig, ScheddDaemon
-        return ScheddDaemon(common, ScheddConfig.from_param(param, common.spool_dir))
+        from daemons.schedd.daemon import ScheddConfig
+        return common, ScheddConfig.from_param(param, common.spool_dir)
     if role == "startd":
         from daemons.startd.config import read_startd_config
-        from daemons.startd.daemon import StartdDaemon, host_names
         if machines < 1:
             raise ConfigError(f"--machines {machines}: a startd emulates at least one machine")
-        hosts = host_names(common.full_hostname, machines, host_prefix)
-        return StartdDaemon(common, read_startd_config(param), hosts, seed=seed)
+        return common, read_startd_config(param)
     if role == "defrag":
         from daemons.defrag.config import DefragConfig
-        from daemons.defrag.daemon import DefragDaemon
-        return DefragDaemon(common, DefragConfig.from_param(param, common.spool_dir), seed=seed)
+        return common, DefragConfig.from_param(param, common.spool_dir)
     if role == "drainboss":
         from daemons.drainboss.config import DrainBossConfig, SettingsError, with_options
-        from daemons.drainboss.daemon import DrainBossDaemon
         cfg = DrainBossConfig.from_param(param, common.spool_dir)
         if options:
             try:
                 cfg = with_options(cfg, options)
             except SettingsError as e:
                 raise ConfigError(f"drainboss option {e}") from None
-        return DrainBossDaemon(common, cfg, seed=seed)
+        return common, cfg
     raise ConfigError(f"unknown daemon role {role!r}; one of {', '.join(ROLES)}")
+
+
+def build_daemon(role: str, param: configmod.Param, *, name: str | None = None, machines: int = 1,
+                 host_prefix: str | None = None, seed: int = 0, options: str = "") -> Daemon:
+    common, cfg = read_role_config(role, param, name=name, machines=machines, host_prefix=host_prefix,
+                                   options=options)
+    # Bounds on ClassAd text hold for everything this process parses from now on.
+    limits.configure(common.classad_limits)
+    if role == "collector":
+        from daemons.collector.daemon import CollectorDaemon
+        return CollectorDaemon(common, cfg)
+    if role == "negotiator":
+        from daemons.negotiator.daemon import NegotiatorDaemon
+        return NegotiatorDaemon(common, cfg)
+    if role == "schedd":
+        from daemons.schedd.daemon import ScheddDaemon
+        return ScheddDaemon(common, cfg)
+    if role == "startd":
+        from daemons.startd.daemon import StartdDaemon, host_names
+        hosts = host_names(common.full_hostname, machines, host_prefix)
+        return StartdDaemon(common, cfg, hosts, seed=seed)
+    if role == "defrag":
+        from daemons.defrag.daemon import DefragDaemon
+        return DefragDaemon(common, cfg, seed=seed)
+    from daemons.drainboss.daemon import DrainBossDaemon
+    return DrainBossDaemon(common, cfg, seed=seed)
 
 
 def write_address_file(path: Path, daemon: Daemon) -> None:

@@ -3,6 +3,9 @@
 Read-only (GET) data only, bound to the same address as the daemon's gRPC port, over
 HTTPS with the daemon's certificate when the pool uses TLS. Nothing secret is on it
 (no claim ids, tokens or keys).
+
+/status/NAME serves a daemon's detailed view NAME (Daemon.status_detail), too large
+for every /status: a startd's slots, a schedd's claims. Fault experiments compare them.
 """
 from __future__ import annotations
 
@@ -54,6 +57,7 @@ class StatusPage:
     async def start(self, host: str, port: int, advertise_host: str | None = None, tls=None) -> str:
         app = web.Application()
         app.router.add_get("/status", self._status)
+        app.router.add_get("/status/{detail}", self._detail)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/", self._index)
         self.runner = web.AppRunner(app, access_log=None)
@@ -80,6 +84,12 @@ class StatusPage:
     async def _status(self, request: web.Request) -> web.Response:
         return web.Response(text=json.dumps(self.daemon.status(), default=str, indent=1),
                             content_type="application/json")
+
+    async def _detail(self, request: web.Request) -> web.Response:
+        detail = self.daemon.status_detail(request.match_info["detail"])
+        if detail is None:
+            raise web.HTTPNotFound(text=f"the {self.daemon.role} has no view {request.match_info['detail']!r}\n")
+        return web.Response(text=json.dumps(detail, default=str), content_type="application/json")
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(text=prometheus_text(self.daemon.role, self.daemon.metrics()),

@@ -45,7 +45,7 @@ class DefragConfig:
         state = p.str("DEFRAG_STATE_FILE")
         return cls(
             interval_s=p.int("DEFRAG_INTERVAL", 600) or 0,
-            draining_machines_per_hour=p.float("DEFRAG_DRAINING_MACHINES_PER_HOUR", 0.0, minimum=0.0) or 0.0,
+            draining_machines_per_hour=p.float("DEFRAG_DRAINING_MACHINES_PER_HOUR", 0.0, minimum=0.0, maximum=1e9) or 0.0,
             max_concurrent_draining=_int_or(p.int("DEFRAG_MAX_CONCURRENT_DRAINING", -1, minimum=-1), -1),
             max_whole_machines=_int_or(p.int("DEFRAG_MAX_WHOLE_MACHINES", -1, minimum=-1), -1),
             whole_machine_expr=whole,

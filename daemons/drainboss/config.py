@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from daemons.core.config import ConfigError, Param
+from daemons.core.config import LARGE, ConfigError, Param
 from daemons.drainboss.controller import ControllerSettings, SettingsError
 from daemons.drainboss.decide import POLICIES
 
@@ -37,7 +37,7 @@ class DrainBossConfig:
 
     @classmethod
     def from_param(cls, p: Param, spool_dir: Path | None = None) -> "DrainBossConfig":
-        interval = p.float("DRAINBOSS_INTERVAL", 300.0, positive=True) or 300.0
+        interval = p.float("DRAINBOSS_INTERVAL", 300.0, positive=True, minimum=1.0, maximum=2 ** 31 - 1) or 300.0
         settings = ControllerSettings(
             setpoint=_num(p, "DRAINBOSS_SETPOINT", 250.0),
             propband=_num(p, "DRAINBOSS_PROPBAND", 200.0),
@@ -93,7 +93,7 @@ def _where_setting(p: Param, message: str) -> str:
 
 
 def _num(p: Param, name: str, default: float) -> float:
-    v = p.float(name, default)
+    v = p.float(name, default, maximum=LARGE)
     return default if v is None else v
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from daemons.core.config import ConfigError, Param
+from daemons.core.config import LARGE, ConfigError, Param
 from daemons.negotiator import groups as hgq
 from daemons.negotiator.accountant import AccountantConfig
 from daemons.negotiator.cadence import Cadence
@@ -42,19 +42,19 @@ class NegotiatorConfig:
             up = knob.upper()
             if up.endswith("_LIMIT") and not up.startswith(("CONCURRENCY_LIMIT_DEFAULT", "NEGOTIATOR_")):
                 try:
-                    v = p.float(knob)
+                    v = p.float(knob, minimum=0.0, maximum=LARGE)
                 except ConfigError as e:
                     problems.append(str(e))
                     continue
                 if v is not None and p.is_set(knob):
                     limits.append((knob[:-len("_LIMIT")].lower(), v))
             elif up.startswith("CONCURRENCY_LIMIT_DEFAULT_"):
-                v = p.float(knob)
+                v = p.float(knob, minimum=0.0, maximum=LARGE)
                 if v is not None:
                     scoped.append((knob[len("CONCURRENCY_LIMIT_DEFAULT_"):].lower(), v))
         group_factors = []
         for spec in groups.groups:
-            f = p.float(f"GROUP_PRIO_FACTOR_{spec.name}")
+            f = p.float(f"GROUP_PRIO_FACTOR_{spec.name}", minimum=1.0, maximum=LARGE)
             if f is not None:
                 group_factors.append((spec.name, f))
         db = p.str("ACCOUNTANT_DATABASE_FILE")
@@ -80,11 +80,11 @@ class NegotiatorConfig:
             consider_early_preemption=bool(p.bool("NEGOTIATOR_CONSIDER_EARLY_PREEMPTION", False)),
             use_slot_weights=bool(p.bool("NEGOTIATOR_USE_SLOT_WEIGHTS", True)),
             accountant=AccountantConfig(
-                halflife_s=p.float("PRIORITY_HALFLIFE", 86400.0, positive=True) or 86400.0,
-                default_factor=p.float("DEFAULT_PRIO_FACTOR", 1000.0, minimum=1.0) or 1000.0,
+                halflife_s=p.float("PRIORITY_HALFLIFE", 86400.0, positive=True, maximum=LARGE) or 86400.0,
+                default_factor=p.float("DEFAULT_PRIO_FACTOR", 1000.0, minimum=1.0, maximum=LARGE) or 1000.0,
                 use_slot_weights=bool(p.bool("NEGOTIATOR_USE_SLOT_WEIGHTS", True)),
                 group_factors=tuple(group_factors),
-                concurrency_default=p.float("CONCURRENCY_LIMIT_DEFAULT", 2308032.0, minimum=0) or 2308032.0,
+                concurrency_default=p.float("CONCURRENCY_LIMIT_DEFAULT", 2308032.0, minimum=0, maximum=LARGE) or 2308032.0,
                 concurrency_limits=tuple(limits),
                 concurrency_scoped_defaults=tuple(scoped)),
             groups=groups,

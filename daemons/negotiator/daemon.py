@@ -18,6 +18,7 @@ import asyncio
 import json
 import math
 import os
+import threading
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
@@ -43,6 +44,8 @@ from daemons.negotiator.slotads import SlotView
 from daemons.pb.htcpool import negotiator_pb2_grpc, schedd_pb2, schedd_pb2_grpc
 
 __all__ = ["CycleRecord", "NegotiatorConfig", "NegotiatorDaemon"]
+
+_SAVE_LOCK = threading.Lock()
 
 
 @dataclass
@@ -141,13 +144,16 @@ class NegotiatorDaemon(Daemon):
 
     @staticmethod
     def _write_accountant(path: Path, state: str) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            f.write(state)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        # One writer at a time across threads too: a save cancelled while its thread still
+        # writes releases the asyncio lock, and shutdown's save must not share the .tmp file.
+        with _SAVE_LOCK:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            with open(tmp, "w") as f:
+                f.write(state)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
 
     async def on_start(self) -> None:
         c = self.cfg.cadence
@@ -163,7 +169,7 @@ class NegotiatorDaemon(Daemon):
                 f"{g.name} ({'static ' if g.static else 'dynamic '}{g.config_quota:g}"
                 f"{', accept surplus' if g.accept_surplus else ''}{', autoregroup' if g.autoregroup else ''})"
                 for g in self.cfg.groups.groups))
-        self._loop_task = asyncio.create_task(self._cycle_loop(), name="negotiator:cycles")
+        self._loop_task = self.spawn(self._cycle_loop(), "negotiator:cycles")
 
     async def on_close(self) -> None:
         if self._loop_task is not None:
@@ -217,7 +223,10 @@ class NegotiatorDaemon(Daemon):
             raise
         except Exception as e:
             rec.error = describe(e)
-            log.warning("Aborting negotiation cycle: %s", rec.error, exc_info=not isinstance(e, grpc.aio.AioRpcError))
+            if isinstance(e, grpc.aio.AioRpcError):
+                log.warning("Aborting negotiation cycle: %s", rec.error)
+            else:
+                self.note_error("negotiation cycle", e, f"Aborting negotiation cycle: {rec.error}")
         rec.end = self.clock.now()
         rec.duration = rec.end - rec.start
         rec.wall_duration = time.perf_counter() - wall0

@@ -76,7 +76,7 @@ def read_groups(p: Param) -> tuple[GroupsConfig, list[str]]:
         known.add(n.lower())
         static, quota = False, 0.0
         try:
-            q = p.float(f"GROUP_QUOTA_{n}")
+            q = p.float(f"GROUP_QUOTA_{n}", maximum=1e15)
             if q is not None:
                 if q < 0:
                     raise ConfigError(f"{p.where(f'GROUP_QUOTA_{n}')}: GROUP_QUOTA_{n} = {q:g} is negative")

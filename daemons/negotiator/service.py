@@ -1,10 +1,12 @@
 """gRPC adapter of the negotiator."""
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import grpc
 
+from daemons.core.config import LARGE
 from daemons.pb.htcpool import common_pb2, negotiator_pb2, negotiator_pb2_grpc
 
 if TYPE_CHECKING:
@@ -41,10 +43,16 @@ class NegotiatorService(negotiator_pb2_grpc.NegotiatorServicer):
                                             entries=[negotiator_pb2.UserPrioEntry(**e) for e in entries])
 
     async def SetUserPrio(self, request: negotiator_pb2.SetUserPrioRequest, context) -> negotiator_pb2.UserPrioEntry:
-        if not request.name.strip():
+        if not request.name.strip() or len(request.name) > 256 or not request.name.isprintable():
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "name a submitter (user@domain) or a group")
+        if not (math.isfinite(request.factor) and math.isfinite(request.priority)) or \
+                max(request.factor, request.priority) > LARGE:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a priority or factor must be a finite number")
         if request.factor < 0 or request.priority < 0:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a priority or factor must not be negative")
+        if 0 < request.factor < 1:
+            # condor_userprio: "Priority factors must be greater than or equal to 1".
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "priority factors must be greater than or equal to 1")
         if not request.factor and not request.priority:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "give a factor or a priority to set")
         entry = self.d.set_userprio(request.name, request.factor, request.priority)

@@ -8,6 +8,7 @@ from typing import Any
 import grpc
 
 from daemons.core.log import EACH_LINE_STAMPED
+from daemons.core.log import lines as joined_lines
 from daemons.negotiator.cycle import Outcome, Session
 from daemons.pb.htcpool import schedd_pb2
 
@@ -45,7 +46,7 @@ class Outgoing:
 
     def log_lines(self, lines: list[str]) -> None:
         if lines:
-            self.log.info("%s", "\n".join(lines), extra=EACH_LINE_STAMPED)
+            self.log.info("%s", joined_lines(lines), extra=EACH_LINE_STAMPED)
 
     async def flush(self, call, session: Session) -> None:
         self.add(session.take_outcomes())

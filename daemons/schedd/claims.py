@@ -7,7 +7,6 @@ moves to the history.
 """
 from __future__ import annotations
 
-import asyncio
 from collections import defaultdict
 from dataclasses import replace
 from typing import Iterable
@@ -18,7 +17,7 @@ from daemons.core import ads
 from daemons.core.crashpoints import crashpoint
 from daemons.core.rpc import describe
 from daemons.pb.htcpool import common_pb2, schedd_pb2, startd_pb2, startd_pb2_grpc
-from daemons.schedd import scheduling
+from daemons.schedd import machine_attrs, scheduling
 from daemons.schedd.jobqueue import Job
 from daemons.schedd.scheduling import ScheddClaim
 from daemons.schedd.submit import COMPLETED, IDLE, RUNNING
@@ -152,6 +151,9 @@ class ClaimsMixin:
         }
         if "JobStartDate" not in job.attrs:
             changes["JobStartDate"] = str(now)
+        if claim.slot_ad is not None:
+            changes.update(machine_attrs.on_start(job.attrs, claim.slot_ad, self.cfg.system_job_machine_attrs,
+                                                  self.cfg.system_job_machine_attrs_history_length))
         before = {k: job.attrs.get(k) for k in changes}
         job_ad = job.text()
         claim.job = job.key
@@ -175,6 +177,11 @@ class ClaimsMixin:
         self.log.info("Started job %s on %s", job.id, claim.slot_name)
         self.trigger("advertise")
         await self.txlog.commit(n)
+
+    def rotate_machine_attrs(self, job: Job) -> dict[str, str]:
+        """A job leaving its slot unfinished: shift its MachineAttr<X><N> history by one."""
+        return machine_attrs.on_leave(job.attrs, self.cfg.system_job_machine_attrs,
+                                      self.cfg.system_job_machine_attrs_history_length)
 
     async def _release_claim(self, claim: ScheddClaim, reason: str) -> None:
         self.claims.pop(claim.id, None)
@@ -282,6 +289,7 @@ class ClaimsMixin:
             else:
                 why = ev.reason or ("claim lost" if ev.kind == schedd_pb2.CLAIM_LOST else "evicted")
                 common.update({"JobStatus": str(IDLE), "LastVacateTime": str(t), "VacateReason": _quote(why)})
+                common.update(self.rotate_machine_attrs(job))
                 self.change(job, common)
                 self.claims.pop(ev.claim_id, None)
                 self.counters["jobs_evicted"] += 1
@@ -324,11 +332,26 @@ class ClaimsMixin:
 
     # ---- keepalive and reconnection ------------------------------------------------
     async def keepalive(self) -> None:
+        """Keep every claim alive, one call per startd, each on its own: a startd that does
+        not answer (frozen, partitioned) must not hold up the keepalives of the others,
+        whose leases would lapse meanwhile. While a startd's last keepalive is still
+        unanswered, its claims are given up once their lease has passed."""
         by_addr: dict[str, list[ScheddClaim]] = defaultdict(list)
         for c in self.claims.values():
             by_addr[c.startd_address].append(c)
-        if by_addr:
-            await asyncio.gather(*(self._keepalive_one(a, cs) for a, cs in by_addr.items()))
+        now = self.clock.now()
+        for address, claims in by_addr.items():
+            pending = self._keepalives.get(address)
+            if pending is not None and not pending.done():
+                for c in claims:
+                    if now - c.last_alive_ok > self.cfg.claim_lease_s:
+                        await self._claim_lost(c, f"startd at {address} has not answered a keepalive for "
+                                                  f"{now - c.last_alive_ok:.0f} s")
+                continue
+            self._keepalives[address] = self.spawn(self._keepalive_one(address, claims),
+                                                   f"schedd:keepalive:{address}")
+        for address in [a for a, t in self._keepalives.items() if t.done() and a not in by_addr]:
+            del self._keepalives[address]
 
     async def _keepalive_one(self, address: str, claims: list[ScheddClaim]) -> None:
         now = self.clock.now()
@@ -340,12 +363,14 @@ class ClaimsMixin:
             # silence beyond the pool's own lag means the startd is gone.
             limit = self.cfg.claim_lease_s + self.lag_allowance_s()
             for c in claims:
-                if now - c.last_alive_ok > limit:
+                if c.id in self.claims and now - c.last_alive_ok > limit:
                     await self._claim_lost(c, f"startd at {address} unreachable for "
                                               f"{now - c.last_alive_ok:.0f} s ({describe(e)})")
             return
         unknown = set(reply.unknown_claim_ids)
         for c in claims:
+            if c.id not in self.claims:
+                continue     # given up while the call was on its way
             if c.id in unknown:
                 await self._claim_lost(c, "the startd no longer holds the claim")
             else:
@@ -358,12 +383,18 @@ class ClaimsMixin:
             if job is not None:
                 job.reserved = False   # it waited for a preempting claim that will not come
             return
+        # Only a job still running on *this* claim goes back: it may already run on another.
         if job is None or job.status != RUNNING or job.attrs.get("ClaimId") != _quote(claim.id):
             return
         t = int(self.clock.now())
+        # The run counts until now, as the shadow's wall clock would when it gives up the claim.
+        ran = max(0.0, self.clock.now() - job.int_attr("JobCurrentStartDate", t))
         n = self.change(job, {"JobStatus": str(IDLE), "EnteredCurrentStatus": str(t),
                               "LastRemoteHost": job.attrs.get("RemoteHost"), "RemoteHost": None,
-                              "ClaimId": None, "LastVacateTime": str(t), "VacateReason": _quote(reason)})
+                              "ClaimId": None, "LastVacateTime": str(t), "VacateReason": _quote(reason),
+                              "RemoteWallClockTime": repr(float(job.attrs.get("RemoteWallClockTime", "0")) + ran),
+                              "CumulativeSlotTime": repr(float(job.attrs.get("CumulativeSlotTime", "0")) + ran),
+                              **self.rotate_machine_attrs(job)})
         self.log.info("Job %s on %s returned to the queue: %s", job.id, claim.slot_name, reason)
         await self.txlog.commit(n)
         self.trigger("advertise")

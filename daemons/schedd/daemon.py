@@ -33,9 +33,11 @@ from daemons.schedd.history import HistoryFile
 from daemons.schedd.jobqueue import Job, JobQueue
 from daemons.schedd.negotiation import NegotiationMixin
 from daemons.schedd.owners import Caller, OwnerError, submit_owner
+from daemons.schedd.protected import name_problem
 from daemons.schedd.queue_ops import ActError, QueueOpsMixin
 from daemons.schedd.scheduling import ScheddClaim
-from daemons.schedd.submit import COMPLETED, REMOVED, RUNNING, SubmitContext, SubmitError, build_jobs, parse_submit
+from daemons.schedd.submit import (COMPLETED, REMOVED, RUNNING, SubmitContext, SubmitError, build_jobs, count_jobs,
+                                   parse_submit)
 
 
 
@@ -55,6 +57,15 @@ class ScheddConfig:
     min_interval_s: float = 5.0               # SCHEDD_MIN_INTERVAL
     max_pending_startd_contacts: int = 0      # MAX_PENDING_STARTD_CONTACTS (0: no limit)
     claim_recycling_consider_limits: bool = True   # CLAIM_RECYCLING_CONSIDER_LIMITS
+    # HTCondor's limits on the queue (a submission that would pass one is refused whole).
+    max_jobs_per_submission: int = 20_000     # MAX_JOBS_PER_SUBMISSION
+    max_jobs_per_owner: int = 100_000         # MAX_JOBS_PER_OWNER
+    max_jobs_submitted: int = 2 ** 31 - 1     # MAX_JOBS_SUBMITTED
+    query_max_worktime_s: float = 10.0        # htcpool's SCHEDD_QUERY_MAX_WORKTIME (0: no limit)
+    # Slot attributes recorded in every job as MachineAttr<X><N> (machine_attrs.py).
+    system_job_machine_attrs: tuple[str, ...] = ("Cpus", "SlotWeight")   # SYSTEM_JOB_MACHINE_ATTRS
+    system_job_machine_attrs_history_length: int = 1                      # ..._HISTORY_LENGTH
+    queue_clean_interval_s: float = 86400.0   # QUEUE_CLEAN_INTERVAL: compact the job queue log this often
 
     @property
     def claim_lease_s(self) -> float:
@@ -77,7 +88,29 @@ class ScheddConfig:
             min_interval_s=float(p.int("SCHEDD_MIN_INTERVAL", 5, minimum=0) or 0),
             max_pending_startd_contacts=p.int("MAX_PENDING_STARTD_CONTACTS", 0, minimum=0) or 0,
             claim_recycling_consider_limits=bool(p.bool("CLAIM_RECYCLING_CONSIDER_LIMITS", True)),
+            max_jobs_per_submission=_int(p, "MAX_JOBS_PER_SUBMISSION", 20_000, minimum=0),
+            max_jobs_per_owner=_int(p, "MAX_JOBS_PER_OWNER", 100_000, minimum=0),
+            max_jobs_submitted=_int(p, "MAX_JOBS_SUBMITTED", 2 ** 31 - 1, minimum=0),
+            query_max_worktime_s=float(_int(p, "SCHEDD_QUERY_MAX_WORKTIME", 10, minimum=0)),
+            system_job_machine_attrs=_attr_names(p, "SYSTEM_JOB_MACHINE_ATTRS", ("Cpus", "SlotWeight")),
+            system_job_machine_attrs_history_length=_int(p, "SYSTEM_JOB_MACHINE_ATTRS_HISTORY_LENGTH", 1,
+                                                         minimum=0),
+            queue_clean_interval_s=float(p.int("QUEUE_CLEAN_INTERVAL", 86400, minimum=1) or 86400),
         )
+
+
+def _int(p: Param, knob: str, default: int, *, minimum: int) -> int:
+    v = p.int(knob, default, minimum=minimum)
+    return default if v is None else v
+
+
+def _attr_names(p: Param, knob: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    names = tuple(p.list(knob, list(default)))
+    for n in names:
+        problem = name_problem(n)
+        if problem is not None:
+            raise ConfigError(f"{p.where(knob)}: {knob}: {problem}")
+    return names
 
 
 def read_autocluster_config(p: Param) -> AutoclusterConfig:
@@ -125,7 +158,8 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         self.txlog = txlog.TxLog(cfg.job_queue_log)
         self.history = HistoryFile(cfg.history_file)
         self.claims: dict[str, ScheddClaim] = {}
-        self._background: set[asyncio.Task] = set()
+        self._keepalives: dict[str, asyncio.Task] = {}   # startd address -> keepalive in flight
+        self._log_seq = 0
         self._advertised_submitters: set[str] = set()
         self.counters = defaultdict(int)
         n = cfg.max_pending_startd_contacts
@@ -163,7 +197,8 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         if self.history.last_seq() > before:
             self.log.info("history: %d record(s) written after a restart", self.history.last_seq() - before)
         self.history.sync()
-        self.txlog.rewrite(self.queue.state_lines(), seq + 1)
+        self._log_seq = seq + 1
+        self.txlog.rewrite(self.queue.state_lines(), self._log_seq)
         self.log.info("job queue %s: %d job(s) restored from %d log entries in %.3f s",
                       path, len(self.queue), len(ops), time.perf_counter() - t0)
         now = self.clock.now()
@@ -177,29 +212,37 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         if self.claims:
             self.log.info("reconnecting to %d running job(s)", len(self.claims))
         self.add_periodic("keepalive", self.cfg.alive_interval_s, self.keepalive)
+        self.add_periodic("clean_queue", self.cfg.queue_clean_interval_s, self.clean_queue_log,
+                          first_delay_s=self.cfg.queue_clean_interval_s)
 
     async def on_close(self) -> None:
-        for t in list(self._background):
-            t.cancel()
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
         try:
             await self.txlog.commit()
         except Exception:
             pass
         self.txlog.close()
 
-    def spawn(self, coro, name: str) -> asyncio.Task:
-        task = asyncio.create_task(coro, name=name)
-        self._background.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task) -> None:
-        self._background.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            self.log.error("background task %s failed: %s", task.get_name(), describe(task.exception()),
-                           exc_info=task.exception())
+    async def clean_queue_log(self) -> None:
+        """QUEUE_CLEAN_INTERVAL: replace the job queue log by the queue's state, so a restart
+        replays the jobs there are, not every change since the last start. Only when every
+        transaction is on disk, so nothing in flight is lost or written twice."""
+        for _ in range(3):
+            await self.txlog.commit()
+            if self.txlog.quiet:
+                break
+        else:
+            self.log.info("job queue log busy; compacting it at the next QUEUE_CLEAN_INTERVAL")
+            return
+        # No await from here on: the state written is exactly the state on disk. The
+        # records of retired jobs must be safe in the history before the log forgets them.
+        self.write_history()
+        self.history.sync()
+        self._log_seq += 1
+        t0 = time.perf_counter()
+        lines = self.queue.state_lines()
+        self.txlog.rewrite(lines, self._log_seq)
+        self.log.info("job queue log %s rewritten: %d job(s), %d line(s) in %.3f s", self.cfg.job_queue_log,
+                      len(self.queue), len(lines), time.perf_counter() - t0)
 
     # ---- committing changes ---------------------------------------------------
     def change(self, job: Job, changes: dict[str, str | None]) -> int:
@@ -209,22 +252,27 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         return self.txlog.append(lines)
 
     # ---- submit ---------------------------------------------------------------
-    async def submit(self, text: str, file: str, owner: str, caller: Caller = Caller()) -> tuple[int, int]:
-        """Commit a cluster; its Owner is the caller's user (OwnerError when the request asks
-        for another owner it may not have, or the description sets a different Owner)."""
+    async def submit(self, text: str, file: str, owner: str, caller: Caller = Caller(),
+                     items: dict[int, list[str]] | None = None) -> tuple[int, int]:
+        """Parse, check against the queue's limits, build and commit one cluster; a
+        SubmitError changes nothing (not even the next cluster id). Its Owner is the
+        caller's user (OwnerError when the request asks for another owner it may not have)."""
         sec = self.common.security
         owner = submit_owner(caller, owner, sec.queue_super_users, sec.impersonate)
-        desc = parse_submit(text, file or "<submit>")
+        file = file or "<submit>"
+        desc = parse_submit(text, file, items)
+        self.check_limits(file, owner or "nobody", count_jobs(desc))
         cluster = self.queue.next_cluster
         ctx = SubmitContext(owner=owner or "nobody", uid_domain=self.common.uid_domain, cluster_id=cluster,
                             now=int(self.clock.now()), schedd_name=self.name, arch=self.cfg.arch,
                             opsys=self.cfg.opsys, default_request_memory=self.cfg.default_request_memory,
                             default_request_disk=self.cfg.default_request_disk,
                             default_request_cpus=self.cfg.default_request_cpus)
-        procs = build_jobs(desc, ctx)
+        procs = build_jobs(desc, ctx, max_jobs=self.cfg.max_jobs_per_submission)
         if not caller.open:
             for p in procs:
-                # `+Owner = "bob"` must not make alice's job bob's (qmgmt refuses it too).
+                # `+Owner = "bob"` must not make alice's job bob's (qmgmt refuses it too; the
+                # submit parser already refuses +Owner as an attribute the schedd owns).
                 if ads.parse_expr(p.get("Owner", '""')).eval() != owner:
                     raise OwnerError(f"Owner = {p.get('Owner')} in {file or 'the submit description'} is not the "
                                      f"authenticated user {caller.identity} (jobs are owned by whoever submits them)")
@@ -236,6 +284,21 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         self.log.info("Submitted cluster %d: %d job(s) for %s", cluster, len(procs), ", ".join(submitters))
         self.spawn(self._reschedule_negotiator(), "schedd:reschedule")
         return cluster, len(procs)
+
+    def check_limits(self, file: str, owner: str, n: int) -> None:
+        """MAX_JOBS_PER_SUBMISSION, MAX_JOBS_PER_OWNER and MAX_JOBS_SUBMITTED, as HTCondor's
+        schedd counts them: the queue after the submission may hold at most the limit."""
+        cfg = self.cfg
+        if n > cfg.max_jobs_per_submission:
+            raise SubmitError(file, None, f"{n:,} jobs in one submission; MAX_JOBS_PER_SUBMISSION is "
+                                          f"{cfg.max_jobs_per_submission:,}")
+        mine = self.queue.jobs_of_owner(owner)
+        if mine + n > cfg.max_jobs_per_owner:
+            raise SubmitError(file, None, f"{owner} has {mine:,} job(s) in the queue; {n:,} more would pass "
+                                          f"MAX_JOBS_PER_OWNER ({cfg.max_jobs_per_owner:,})")
+        if len(self.queue) + n > cfg.max_jobs_submitted:
+            raise SubmitError(file, None, f"the queue holds {len(self.queue):,} job(s); {n:,} more would pass "
+                                          f"MAX_JOBS_SUBMITTED ({cfg.max_jobs_submitted:,})")
 
     async def _reschedule_negotiator(self) -> None:
         # The negotiator must see our submitter ads before it cycles (condor_submit's reschedule).
@@ -298,6 +361,15 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
                   "counters": dict(self.counters), "job_queue_log": str(self.cfg.job_queue_log),
                   "fsyncs": self.txlog.fsyncs, "commits": self.txlog.commits})
         return s
+
+    def status_detail(self, name: str) -> Any | None:
+        """`claims`: each claim this schedd holds, by slot, with the job it runs ("" when idle);
+        `running`: each job the queue says is running, with its slot."""
+        if name == "claims":
+            return {c.slot_name: (f"{c.job[0]}.{c.job[1]}" if c.job else "") for c in self.claims.values()}
+        if name == "running":
+            return {j.id: ads.parse_expr(j.attrs.get("RemoteHost", '""')).eval() for j in self.queue.by_status(RUNNING)}
+        return None
 
     def metrics(self) -> dict[str, Any]:
         m = super().metrics()

@@ -37,6 +37,7 @@ class Job:
     ac_attrs: tuple[str, ...] = ()
     ac_attrs_lower: frozenset[str] = frozenset()
     ac_generation: int = -1
+    owner: str = ""          # the Owner attribute's text, as counted in JobQueue.owner_counts
     _classad: tuple[int | None, classad2.ClassAd] | None = None
     _public: tuple[int | None, classad2.ClassAd] | None = None
 
@@ -131,6 +132,8 @@ class JobQueue:
         # partitionable slot's leftover used to scan and sort all of a submitter's jobs).
         self._idle_keys: dict[str, list[tuple[int, int, int]]] = {}
         self._idle_jobs: dict[tuple[int, int, int], Job] = {}
+        # Owner (the attribute's text) -> jobs in the queue: MAX_JOBS_PER_OWNER.
+        self.owner_counts: dict[str, int] = {}
         # History records (history.py): the last number given, and records decided by
         # applied transactions that the schedd has not yet written to the history file.
         self.history_seq = 0
@@ -202,6 +205,23 @@ class JobQueue:
         job.submitter = submitter
         self.by_submitter.setdefault(submitter, {})[job.key] = job
 
+    def _count_owner(self, job: Job, owner: str) -> None:
+        if job.owner == owner:
+            return
+        if job.owner:
+            left = self.owner_counts.get(job.owner, 0) - 1
+            if left > 0:
+                self.owner_counts[job.owner] = left
+            else:
+                self.owner_counts.pop(job.owner, None)
+        job.owner = owner
+        if owner:
+            self.owner_counts[owner] = self.owner_counts.get(owner, 0) + 1
+
+    def jobs_of_owner(self, owner: str) -> int:
+        """Jobs in the queue whose Owner is `owner` (a user name)."""
+        return self.owner_counts.get(ads.literal(owner), 0)
+
     def jobs_of(self, submitter: str) -> list[Job]:
         return list(self.by_submitter.get(submitter, {}).values())
 
@@ -270,6 +290,7 @@ class JobQueue:
             del self.jobs[(c, p)]
             self._count(self._contribution(job), -1)
             self._index(self._idle_entry(job), job, add=False)
+            self._count_owner(job, "")
             mine = self.by_submitter.get(job.submitter)
             if mine is not None:
                 mine.pop(job.key, None)
@@ -298,6 +319,8 @@ class JobQueue:
             job.forget_autocluster()
         if low in ("owner", "accountinggroup") or not job.submitter:
             self._set_submitter(job, submitter_of(job.attrs, self.uid_domain))
+        if low == "owner":
+            self._count_owner(job, job.attrs.get(name, ""))
         after = self._contribution(job)
         if after != before:
             self._count(before, -1)

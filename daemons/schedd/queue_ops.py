@@ -9,12 +9,14 @@ from daemons.schedd.claims import _quote
 from daemons.schedd.jobqueue import Job
 from daemons.schedd.owners import Caller, may_act
 from daemons.schedd.scheduling import ScheddClaim
+from daemons.schedd.protected import owned_by_schedd, settable_problem
 from daemons.schedd.submit import COMPLETED, HELD, IDLE, REMOVED, RUNNING
+from daemons.schedd.submit_values import attribute_value_problem
 
-# Owner (and User, which names the owner) belong to whoever submitted the job.
-PROTECTED_ATTRS = {"clusterid", "procid", "mytype", "targettype", "jobstatus", "globaljobid", "owner", "user"}
 _VERBS = {schedd_pb2.REMOVE: "remove", schedd_pb2.HOLD: "hold", schedd_pb2.RELEASE: "release",
           schedd_pb2.EDIT: "edit"}
+# A reason is kept in the job ad (HoldReason, RemoveReason): a sentence, not a document.
+MAX_REASON = 1024
 
 
 class ActError(ValueError):
@@ -29,8 +31,12 @@ class ActDenied(PermissionError):
 class QueueOpsMixin:
     """ScheddDaemon's act and query methods."""
 
+    def query_budget(self):
+        return ads.work_budget(self.cfg.query_max_worktime_s, "SCHEDD_QUERY_MAX_WORKTIME")
+
     def select(self, job_ids: list[str], constraint: str, private: bool = False) -> list[Job]:
-        """Jobs by id and/or constraint; a constraint sees private attributes only if `private`."""
+        """Jobs by id and/or constraint; a constraint sees private attributes only if `private`
+        (and must finish within SCHEDD_QUERY_MAX_WORKTIME)."""
         if job_ids:
             jobs = self.queue.select(job_ids)
         else:
@@ -38,8 +44,14 @@ class QueueOpsMixin:
         if constraint.strip():
             tree = ads.parse_expr(constraint, "constraint")
             now = self.clock.now()
-            jobs = [j for j in jobs if ads.is_true(ads.evaluate(
-                tree, scheduling.with_time(j.classad() if private else j.public_classad(), now)))]
+            check = self.query_budget()
+            chosen = []
+            for j in jobs:
+                check()
+                if ads.is_true(ads.evaluate(tree, scheduling.with_time(j.classad() if private else j.public_classad(),
+                                                                       now))):
+                    chosen.append(j)
+            jobs = chosen
         return jobs
 
     def owner_of(self, job: Job) -> str | None:
@@ -51,6 +63,8 @@ class QueueOpsMixin:
         """Act on the jobs named; return (ids acted on, ids the caller may not act on)."""
         if not job_ids and not constraint.strip():
             raise ActError("name jobs (cluster or cluster.proc) or give a constraint")
+        if len(reason) > MAX_REASON:
+            raise ActError(f"the reason is {len(reason):,} characters; at most {MAX_REASON}")
         selected = self.select(job_ids, constraint, private=caller.open or DAEMON in caller.levels)
         supers = self.common.security.queue_super_users
         jobs = [j for j in selected if may_act(caller, self.owner_of(j), supers)]
@@ -72,14 +86,17 @@ class QueueOpsMixin:
         if action == schedd_pb2.EDIT:
             checked = {}
             for attr, value in edits.items():
-                if attr.lower() in PROTECTED_ATTRS:
-                    raise ActError(f"attribute {attr} cannot be edited")
-                if not attr.replace("_", "a").isalnum() or attr[0].isdigit():
-                    raise ActError(f"{attr!r} is not an attribute name")
+                problem = settable_problem(attr)
+                if problem is not None:
+                    raise ActError(f"attribute {attr[:60]} cannot be edited: {problem}"
+                                   if owned_by_schedd(attr) else problem)
                 try:
                     checked[attr] = ads.expr_text(value, attr)
                 except ads.AdError as e:
                     raise ActError(str(e)) from None
+                problem = attribute_value_problem(attr, checked[attr])
+                if problem is not None:
+                    raise ActError(problem)
             if not checked:
                 raise ActError("nothing to edit")
             for j in jobs:
@@ -95,7 +112,8 @@ class QueueOpsMixin:
             elif action == schedd_pb2.HOLD and s in (IDLE, RUNNING):
                 self.change(j, {"JobStatus": str(HELD), "EnteredCurrentStatus": now,
                                 "HoldReason": _quote(reason or "held by user"), "HoldReasonCode": "1",
-                                "RemoteHost": None, "ClaimId": None, "LastJobStatus": str(s)})
+                                "RemoteHost": None, "ClaimId": None, "LastJobStatus": str(s),
+                                **(self.rotate_machine_attrs(j) if s == RUNNING else {})})
             elif action == schedd_pb2.RELEASE and s == HELD:
                 self.change(j, {"JobStatus": str(IDLE), "EnteredCurrentStatus": now, "HoldReason": None,
                                 "HoldReasonCode": None, "ReleaseReason": _quote(reason or "released by user"),
@@ -128,10 +146,13 @@ class QueueOpsMixin:
         """Job ads as text; private attributes (ClaimId, ...) only when `private` (DAEMON callers)."""
         tree = ads.parse_expr(constraint, "constraint") if constraint.strip() else None
         now = self.clock.now()
+        check = self.query_budget()
         out: list[str] = []
         for ad in self._iter_ads(history, private):
-            if tree is not None and not ads.is_true(ads.evaluate(tree, scheduling.with_time(ad, now))):
-                continue
+            if tree is not None:
+                check()
+                if not ads.is_true(ads.evaluate(tree, scheduling.with_time(ad, now))):
+                    continue
             out.append(repr(ads.project(ad, projection)) if projection else repr(ad))
             if limit and len(out) >= limit:
                 break
@@ -140,6 +161,7 @@ class QueueOpsMixin:
     def autocluster_ads(self, constraint: str = "") -> list[str]:
         """condor_q -autocluster: the autoclusters of the jobs in the queue."""
         tree = ads.parse_expr(constraint, "constraint") if constraint.strip() else None
+        check = self.query_budget()
         groups: dict[int, list[Job]] = {}
         for job in sorted(self.queue.jobs.values(), key=lambda j: j.key):
             if job.status in (COMPLETED, REMOVED):
@@ -162,6 +184,8 @@ class QueueOpsMixin:
                 attrs["LastRejMatchReason"] = _quote(rejection[0])
                 attrs["LastRejMatchTime"] = str(rejection[1])
             ad = ads.parse_ad(ads.text_of_exprs(attrs))
+            if tree is not None:
+                check()
             if tree is None or ads.is_true(ads.evaluate(tree, ad)):
                 out.append(repr(ad))
         return out

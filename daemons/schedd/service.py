@@ -1,6 +1,8 @@
 """gRPC adapter of the schedd."""
 from __future__ import annotations
 
+import math
+import re
 from typing import TYPE_CHECKING, AsyncIterator
 
 import grpc
@@ -19,6 +21,23 @@ if TYPE_CHECKING:
     from daemons.schedd.daemon import ScheddDaemon
 
 QUERY_CHUNK = 1000
+MAX_PROJECTION = 1000                 # attributes named in one query's projection
+MAX_POOL_TIME = 1e11                  # beyond any pool time (year 5138 at most)
+_OWNER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,63}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def owner_problem(owner: str) -> str | None:
+    """Why `owner` cannot be a job's Owner (a user name), or None; empty means 'nobody'."""
+    if owner and not _OWNER.fullmatch(owner):
+        return f"owner {owner[:64]!r} is not a user name (letters, digits, '_', '.', '-'; at most 64)"
+    return None
+
+
+def file_name_problem(name: str) -> str | None:
+    if len(name) > 4096 or _CONTROL.search(name):
+        return f"submit_file {name[:64]!r}...: not a file name (control characters, or too long)"
+    return None
 
 
 class ScheddService(pb_grpc.ScheddServicer):
@@ -28,10 +47,16 @@ class ScheddService(pb_grpc.ScheddServicer):
     async def Submit(self, request: pb.SubmitRequest, context: grpc.aio.ServicerContext) -> pb.SubmitReply:
         if not request.submit_description.strip():
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "empty submit description")
+        problem = owner_problem(request.owner) or file_name_problem(request.submit_file)
+        if problem:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
+        items: dict[int, list[str]] = {}
+        for q in request.queue_items:
+            items.setdefault(q.line, []).extend(q.items)
         caller = caller_of(current_call())
         try:
             cluster, count = await self.d.submit(request.submit_description, request.submit_file, request.owner,
-                                                 caller)
+                                                 caller, items)
         except SubmitError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         except OwnerError as e:
@@ -41,6 +66,9 @@ class ScheddService(pb_grpc.ScheddServicer):
 
     async def Query(self, request: pb.QueryJobsRequest,
                     context: grpc.aio.ServicerContext) -> AsyncIterator[pb.QueryJobsReply]:
+        if len(request.projection) > MAX_PROJECTION:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"{len(request.projection):,} attributes in a projection; at most {MAX_PROJECTION}")
         try:
             if request.autoclusters:
                 texts = self.d.autocluster_ads(request.constraint)
@@ -50,6 +78,8 @@ class ScheddService(pb_grpc.ScheddServicer):
                 private = call is not None and DAEMON in call.levels and not call.notes.get("open")
                 texts = self.d.query(request.constraint, list(request.projection), request.history, request.limit,
                                      private=private)
+        except ads.WorkLimitError as e:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
         except ads.AdError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         for i in range(0, len(texts), QUERY_CHUNK):
@@ -59,11 +89,15 @@ class ScheddService(pb_grpc.ScheddServicer):
 
     async def Act(self, request: pb.ActRequest, context: grpc.aio.ServicerContext) -> pb.ActReply:
         from daemons.schedd.daemon import ActError
-        if request.action == pb.ACTION_UNSPECIFIED:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no action given")
+        if request.action not in (pb.REMOVE, pb.HOLD, pb.RELEASE, pb.EDIT):
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                "no action given" if request.action == pb.ACTION_UNSPECIFIED else
+                                f"unknown action {request.action}")
         try:
             ids, denied = await self.d.act(request.action, list(request.job_ids), request.constraint,
                                            request.reason, dict(request.edits), caller_of(current_call()))
+        except ads.WorkLimitError as e:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
         except (ActError, ads.AdError) as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         except ActDenied as e:
@@ -80,6 +114,10 @@ class ScheddService(pb_grpc.ScheddServicer):
                                                    list(msg.start.significant_attrs), msg.start.job_constraint)
                 continue
             if session is None:
+                # Read what the client still sends before refusing: a bidirectional call ended
+                # while the client writes reaches it as INTERNAL, not as this refusal.
+                async for _ in request_iterator:
+                    pass
                 await context.abort(grpc.StatusCode.FAILED_PRECONDITION, "negotiation must begin with start")
             if kind == "send_requests":
                 batch, no_more = self.d.next_requests(session, msg.send_requests.max_requests)
@@ -100,9 +138,17 @@ class ScheddService(pb_grpc.ScheddServicer):
             elif kind == "reject":
                 self.d.on_reject(session, msg.reject.request_id, msg.reject.reason)
             elif kind == "end":
+                # Read anything the client still sends (the negotiator half-closes right after
+                # `end`): ending a bidirectional call while the client writes reaches it as INTERNAL.
+                async for _ in request_iterator:
+                    pass
                 return
 
     async def ClaimEvents(self, request: pb.ClaimEventsRequest,
                           context: grpc.aio.ServicerContext) -> pb.ClaimEventsReply:
+        for i, ev in enumerate(request.events):
+            if not all(math.isfinite(t) and 0 <= t < MAX_POOL_TIME for t in (ev.pool_time, ev.job_start)):
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                    f"event {i + 1}: pool_time and job_start must be times (seconds since 1970)")
         n = await self.d.on_claim_events(request.events)
         return pb.ClaimEventsReply(accepted=n)

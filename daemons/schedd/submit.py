@@ -2,19 +2,31 @@
 
 Pure. Follows condor_submit where it matters for scheduling: commands are
 case-insensitive; `+Attr = expr` and `MY.Attr = expr` set job attributes; `$(name)`
-expands earlier definitions and $(Cluster)/$(ClusterId)/$(Process)/$(ProcId)/$(Step);
-each `queue [N]` adds N procs to the one cluster with the commands in force at that
-point; request_memory and request_disk take unit suffixes; the job's Requirements
-gets condor_submit's default clauses after the user's. Unlike condor_submit, a line
-setting a name that is neither a submit command nor used as a macro is an error,
-so a typo (`request_cpu = 4`) is not silently ignored.
+expands earlier definitions and $(Cluster)/$(ClusterId)/$(Process)/$(ProcId)/$(Step)/
+$(ItemIndex)/$(Row); each queue statement (queue_statement.py) adds its jobs to the
+one cluster with the commands in force at that point; request_memory and
+request_disk take unit suffixes; request_<resource> asks for any machine resource;
+the job's Requirements get condor_submit's default clauses after the user's.
+
+Stricter than condor_submit, because a mistake should not pass silently: a line
+setting a name that is neither a submit command nor used as a macro is an error;
+commands whose meaning htcpool does not emulate are refused with the reason
+(submit_commands.py); attributes the schedd owns cannot be set (protected.py);
+requests must be numbers in range (submit_values.py), and the file must be text.
+This module parses and counts; submit_build.py builds each job's ad.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
-from daemons.core import ads
+from daemons.core import ads, limits
+from daemons.schedd import protected
+from daemons.schedd import queue_statement as qs
+from daemons.schedd import submit_commands as cmds
+from daemons.schedd.queue_statement import QueueError, QueueStatement
+from daemons.schedd.submit_values import integer_value
 
 JOB_STATUS = {1: "Idle", 2: "Running", 3: "Removed", 4: "Completed", 5: "Held", 6: "Transferring Output",
               7: "Suspended"}
@@ -32,15 +44,10 @@ class SubmitError(ValueError):
 @dataclass
 class Statement:
     line: int
-    key: str          # lower-cased command, or "+Attr" for job attributes
+    key: str          # lower-cased command, or "+attr" (lower-cased) for job attributes
     value: str
     attr: str = ""    # for +Attr / MY.Attr: the attribute name as written
-
-
-@dataclass
-class QueueStatement:
-    line: int
-    count: int
+    name: str = ""    # the command as written (request_<Resource> keeps its case)
 
 
 @dataclass
@@ -48,40 +55,35 @@ class SubmitDescription:
     file: str
     items: list[Statement | QueueStatement] = field(default_factory=list)
 
+    @property
+    def queues(self) -> list[QueueStatement]:
+        return [i for i in self.items if isinstance(i, QueueStatement)]
 
-# Submit commands we honour -> the job attribute they set (None: handled specially).
-STRING_COMMANDS = {
-    "executable": "Cmd", "cmd": "Cmd",
-    "output": "Out", "error": "Err", "input": "In", "log": "UserLog",
-    "initialdir": "Iwd", "iwd": "Iwd",
-    "should_transfer_files": "ShouldTransferFiles",
-    "when_to_transfer_output": "WhenToTransferOutput",
-    "transfer_input_files": "TransferInput", "transfer_output_files": "TransferOutput",
-    "environment": "Env", "env": "Env",
-    "notification": "JobNotification", "notify_user": "NotifyUser",
-    "batch_name": "JobBatchName", "concurrency_limits": "ConcurrencyLimits",
-    "description": "JobDescription",
-}
-EXPR_COMMANDS = {
-    "requirements": "Requirements", "rank": "Rank",
-    "periodic_hold": "PeriodicHold", "periodic_release": "PeriodicRelease",
-    "periodic_remove": "PeriodicRemove", "on_exit_remove": "OnExitRemove",
-    "on_exit_hold": "OnExitHold", "max_retries": "MaxRetries",
-    "job_max_vacate_time": "JobMaxVacateTime", "max_job_retirement_time": "MaxJobRetirementTime",
-    "request_gpus": "RequestGPUs",
-}
-SPECIAL_COMMANDS = {
-    "universe", "arguments", "args", "request_cpus", "request_memory", "request_disk",
-    "accounting_group", "accounting_group_user", "priority", "prio", "hold", "leave_in_queue",
-    "getenv", "transfer_executable", "stream_output", "stream_error", "copy_to_spool",
-    "image_size", "job_lease_duration", "want_graceful_removal", "nice_user",
-}
-KNOWN_COMMANDS = set(STRING_COMMANDS) | set(EXPR_COMMANDS) | SPECIAL_COMMANDS
 
-_MACRO = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.]*)\)")
-_ATTR_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_QUEUE = re.compile(r"^queue\b(.*)$", re.IGNORECASE)
-_KEY_VALUE = re.compile(r"^([+A-Za-z_][A-Za-z0-9_.]*)\s*=\s*(.*)$")
+# ---- text --------------------------------------------------------------------------------
+_BAD_CONTROL = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
+
+
+def decode_submit(data: bytes, file: str) -> str:
+    """The text of a submit file read as bytes; SubmitError naming the line if it is not UTF-8."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise SubmitError(file, line, f"not UTF-8 text (byte 0x{data[e.start]:02x} at column {column})") from None
+    check_text(text, file)
+    return text
+
+
+def check_text(text: str, file: str) -> None:
+    """Refuse control characters (a NUL byte, an escape): a submit file is text."""
+    m = _BAD_CONTROL.search(text)
+    if m is not None:
+        line = text.count("\n", 0, m.start()) + 1
+        column = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
+        what = "a NUL byte" if m.group() == "\x00" else f"the control character U+{ord(m.group()):04X}"
+        raise SubmitError(file, line, f"{what} at column {column}: a submit file must be text")
 
 
 def _logical_lines(text: str) -> list[tuple[int, str]]:
@@ -106,68 +108,146 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def parse_submit(text: str, file: str = "<submit>") -> SubmitDescription:
-    """Syntax only: statements and queue statements, each with its line."""
+# ---- syntax ------------------------------------------------------------------------------
+_MACRO = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.]*)\)")
+_QUEUE = re.compile(r"^queue(?:\s+(.*)|\s*)$", re.IGNORECASE | re.DOTALL)
+_KEY_VALUE = re.compile(r"^([^\s=]+?)\s*=\s*(.*)$", re.DOTALL)
+_UNSUPPORTED_SYNTAX = re.compile(r"^(include|if|elif|else|endif|error|warning)\b", re.IGNORECASE)
+
+
+def parse_submit(text: str, file: str = "<submit>", items: dict[int, list[str]] | None = None) -> SubmitDescription:
+    """Syntax only: statements and queue statements, each with its line.
+
+    `items`: the items the submitting client read for `queue ... from <file>` and
+    `queue ... matching <globs>` statements, by the statement's line.
+    """
+    check_text(text, file)
     desc = SubmitDescription(file)
-    for line_no, line in _logical_lines(text):
+    lines = _logical_lines(text)
+    i = 0
+    while i < len(lines):
+        line_no, line = lines[i]
+        i += 1
         q = _QUEUE.match(line)
-        if q and "=" not in line.split()[0]:
-            rest = q.group(1).strip()
-            if not rest:
-                count = 1
-            elif re.fullmatch(r"\d+", rest):
-                count = int(rest)
-            else:
-                raise SubmitError(file, line_no, f"unsupported queue statement {line!r}: "
-                                                 "htcpool takes 'queue' or 'queue N'")
-            desc.items.append(QueueStatement(line_no, count))
+        if q:
+            st = _queue(desc.file, line_no, q.group(1) or "")
+            if st.open_list:
+                while i < len(lines) and not lines[i][1].startswith(")"):
+                    qs.add_list_line(st, lines[i][1])
+                    i += 1
+                if i >= len(lines):
+                    raise SubmitError(file, line_no, "the item list of this queue statement has no closing ')' "
+                                                     "(a line that begins with ')')")
+                i += 1
+            if st.mode == "matching" or (st.mode == "from" and st.source):
+                st.items = None if items is None or line_no not in items else list(items[line_no])
+            desc.items.append(st)
             continue
-        m = _KEY_VALUE.match(line)
-        if not m:
-            raise SubmitError(file, line_no, f"not a submit command: {line!r} (expected 'name = value' or 'queue N')")
-        key, value = m.group(1), m.group(2).strip()
-        if key.startswith("+"):
-            attr = key[1:]
-            if not _ATTR_NAME.match(attr):
-                raise SubmitError(file, line_no, f"{key!r} is not a valid job attribute name")
-            desc.items.append(Statement(line_no, "+" + attr.lower(), value, attr))
-        elif key.lower().startswith("my."):
-            attr = key[3:]
-            if not _ATTR_NAME.match(attr):
-                raise SubmitError(file, line_no, f"{key!r} is not a valid job attribute name")
-            desc.items.append(Statement(line_no, "+" + attr.lower(), value, attr))
-        else:
-            if not _ATTR_NAME.match(key):
-                raise SubmitError(file, line_no, f"{key!r} is not a valid submit command name")
-            desc.items.append(Statement(line_no, key.lower(), value))
-    if not any(isinstance(i, QueueStatement) for i in desc.items):
+        desc.items.append(_statement(file, line_no, line))
+    if not desc.queues:
         raise SubmitError(file, None, "no 'queue' statement: nothing would be submitted")
     _check_unknown(desc)
     return desc
 
 
+def _queue(file: str, line_no: int, rest: str) -> QueueStatement:
+    def count(text: str) -> int:
+        v = integer_value(text)
+        if v is None:
+            raise QueueError(f"queue count {text!r} is not an integer")
+        return v
+    try:
+        return qs.parse_queue(rest, line_no, count)
+    except QueueError as e:
+        raise SubmitError(file, line_no, str(e)) from None
+
+
+def _statement(file: str, line_no: int, line: str) -> Statement:
+    m = _KEY_VALUE.match(line)
+    if not m:
+        syntax = _UNSUPPORTED_SYNTAX.match(line)
+        if syntax:
+            raise SubmitError(file, line_no, f"'{syntax.group(1).lower()}' in a submit file is not supported by "
+                                             "htcpool (write the commands out)")
+        shown = line if len(line) <= 80 else line[:80] + "..."
+        raise SubmitError(file, line_no, f"not a submit command: {shown!r} (expected 'name = value' or 'queue ...')")
+    key, value = m.group(1), m.group(2).strip()
+    if key.startswith("+") or key.lower().startswith("my."):
+        attr = key[1:] if key.startswith("+") else key[3:]
+        problem = protected.settable_problem(attr)
+        if problem is not None:
+            raise SubmitError(file, line_no, f"{key}: {problem}")
+        return Statement(line_no, "+" + attr.lower(), value, attr, key)
+    if "." in key or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        raise SubmitError(file, line_no, f"{key!r} is not a valid submit command name")
+    reason = cmds.refusal(key.lower())
+    if reason is not None:
+        raise SubmitError(file, line_no, f"{key}: {reason}")
+    return Statement(line_no, key.lower(), value, "", key)
+
+
 def _check_unknown(desc: SubmitDescription) -> None:
     used_macros = {m.lower() for st in desc.items if isinstance(st, Statement) for m in _MACRO.findall(st.value)}
+    for q in desc.queues:
+        used_macros.update(v.lower() for v in q.variables)
     for st in desc.items:
-        if isinstance(st, Statement) and not st.key.startswith("+"):
-            if st.key not in KNOWN_COMMANDS and st.key not in used_macros:
-                hint = _close_command(st.key)
-                raise SubmitError(desc.file, st.line, f"unknown submit command {st.key!r}"
-                                  + (f" (did you mean {hint!r}?)" if hint else
-                                     "; a macro must be used as $(name) somewhere"))
+        if not isinstance(st, Statement) or st.key.startswith("+"):
+            continue
+        if st.key in cmds.KNOWN_COMMANDS or cmds.custom_resource(st.name) or st.key in used_macros:
+            continue
+        hint = _close_command(st.key)
+        if hint:
+            raise SubmitError(desc.file, st.line, f"{st.name!r} is not a submit command (did you mean {hint!r}?)")
+        raise SubmitError(desc.file, st.line,
+                          f"{st.name!r} is not a submit command, and no $({st.name}) uses it as a macro "
+                          f"(a job attribute is set with +{st.name} = ...)")
 
 
 def _close_command(key: str) -> str:
     import difflib
-    close = difflib.get_close_matches(key, sorted(KNOWN_COMMANDS), n=1, cutoff=0.8)
+    close = difflib.get_close_matches(key, sorted(cmds.KNOWN_COMMANDS), n=1, cutoff=0.8)
     return close[0] if close else ""
 
 
-_MEM_UNITS = {"": 1, "k": 1 / 1024, "kb": 1 / 1024, "m": 1, "mb": 1, "g": 1024, "gb": 1024, "t": 1024 ** 2,
-              "tb": 1024 ** 2}
-_DISK_UNITS = {"": 1, "k": 1, "kb": 1, "m": 1024, "mb": 1024, "g": 1024 ** 2, "gb": 1024 ** 2,
-               "t": 1024 ** 3, "tb": 1024 ** 3}
-_SIZE = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
+# ---- the client's part: items from files and globs -----------------------------------------
+def resolve_external_items(desc: SubmitDescription, read_lines: Callable[[str], list[str]],
+                           glob: Callable[[str, str], list[str]]) -> dict[int, list[str]]:
+    """Items of `queue ... from <file>` and `queue ... matching` statements, by line, read
+    the way condor_submit reads them: every non-blank line of the file is an item;
+    each pattern is expanded (`glob(pattern, kind)`, kind files | dirs | any)."""
+    out: dict[int, list[str]] = {}
+    for st in desc.queues:
+        if st.mode == "from" and st.source and st.items is None:
+            try:
+                out[st.line] = [ln.strip() for ln in read_lines(st.source) if ln.strip()]
+            except OSError as e:
+                raise SubmitError(desc.file, st.line, f"queue ... from {st.source}: {e.strerror or e}") from None
+        elif st.mode == "matching" and st.items is None:
+            found: list[str] = []
+            for pattern in qs.glob_patterns(st):
+                found.extend(n for n in glob(pattern, st.match_kind) if n not in found)
+            out[st.line] = found
+        else:
+            continue
+        st.items = list(out[st.line])
+    return out
+
+
+# ---- counting ------------------------------------------------------------------------------
+def count_jobs(desc: SubmitDescription) -> int:
+    """How many jobs the description queues (before any is built)."""
+    total = 0
+    for st in desc.queues:
+        if st.external and st.items is None:
+            what = f"from {st.source}" if st.mode == "from" else f"matching {st.source}"
+            raise SubmitError(desc.file, st.line, f"'queue ... {what}' needs the items read where the file is "
+                                                  "submitted; submit with 'htcpool submit', which reads them")
+        total += st.job_count()
+    return total
+
+
+# ---- building job ads ------------------------------------------------------------------------
+
 
 
 @dataclass(frozen=True)
@@ -186,184 +266,52 @@ class SubmitContext:
     first_proc: int = 0
 
 
-def build_jobs(desc: SubmitDescription, ctx: SubmitContext) -> list[dict[str, str]]:
-    """Expand a parsed description into proc ads (attribute -> expression text)."""
+def build_jobs(desc: SubmitDescription, ctx: SubmitContext, *, max_jobs: int | None = None,
+               sample: bool = False) -> list[dict[str, str]]:
+    """Expand a parsed description into proc ads (attribute -> expression text).
+
+    `max_jobs`: MAX_JOBS_PER_SUBMISSION, checked before anything is built. `sample`:
+    build only the first and last job of each item (a client's check of a large
+    submission; the schedd builds them all).
+    """
+    total = count_jobs(desc)
+    if max_jobs is not None and total > max_jobs:
+        raise SubmitError(desc.file, None, f"{total:,} jobs in one submission; MAX_JOBS_PER_SUBMISSION is "
+                                           f"{max_jobs:,}")
+    from daemons.schedd.submit_build import JobBuilder  # (it builds on this module's types)
+    builder = JobBuilder(desc.file, ctx)
     macros: dict[str, str] = {}
     current: dict[str, Statement] = {}
     jobs: list[dict[str, str]] = []
     proc = ctx.first_proc
+    ad_budget = limits.current().max_ad_size * 256
+    spent = 0
     for item in desc.items:
         if isinstance(item, Statement):
             macros[item.key] = item.value
             current[item.key] = item
             continue
-        for step in range(item.count):
-            jobs.append(_one_job(desc.file, current, macros, ctx, proc, step, item.line))
-            proc += 1
+        for index, row in enumerate(item.rows()):
+            values = {v.lower(): (v, row[k] if k < len(row) else "") for k, v in enumerate(item.variables)}
+            steps = range(item.count)
+            if sample and item.count > 2:
+                steps = [0, item.count - 1]
+            for step in steps:
+                ad = builder.job(current, macros, values, proc + (step if sample else 0), step, index, item.line)
+                size = sum(len(k) + len(v) + 4 for k, v in ad.items())
+                if size > limits.current().max_ad_size:
+                    raise SubmitError(desc.file, item.line, f"the job ad would be {size:,} characters, more than "
+                                                            "the limit (see CLASSAD_MAX_AD_SIZE)")
+                spent += size
+                if spent > ad_budget:
+                    raise SubmitError(desc.file, item.line, f"the submission's job ads would be more than "
+                                                            f"{ad_budget:,} characters (256 x CLASSAD_MAX_AD_SIZE)")
+                jobs.append(ad)
+                if not sample:
+                    proc += 1
+            if sample:
+                proc += item.count
     return jobs
-
-
-def _expand(value: str, macros: dict[str, str], builtins: dict[str, str], depth: int = 0) -> str:
-    if depth > 20:
-        return value
-
-    def sub(m: re.Match) -> str:
-        name = m.group(1).lower()
-        if name in builtins:
-            return builtins[name]
-        if name in macros:
-            return _expand(macros[name], macros, builtins, depth + 1)
-        return ""  # condor_submit expands an undefined macro to nothing
-
-    return _MACRO.sub(sub, value)
-
-
-def _one_job(file: str, current: dict[str, Statement], macros: dict[str, str], ctx: SubmitContext,
-             proc: int, step: int, queue_line: int) -> dict[str, str]:
-    builtins = {"cluster": str(ctx.cluster_id), "clusterid": str(ctx.cluster_id),
-                "process": str(proc), "procid": str(proc), "step": str(step), "node": str(proc)}
-
-    def value(key: str) -> tuple[str, int] | None:
-        st = current.get(key)
-        if st is None:
-            return None
-        return _expand(st.value, macros, builtins), st.line
-
-    def expr(text: str, line: int, what: str) -> str:
-        try:
-            return ads.expr_text(text, what)
-        except ads.AdError:
-            raise SubmitError(file, line, f"{what} = {text!r} is not a valid ClassAd expression") from None
-
-    def string(text: str) -> str:
-        return ads.literal(text)
-
-    ad: dict[str, str] = {}
-    universe = value("universe")
-    if universe is not None and universe[0].strip().lower() not in ("vanilla", "container", "docker"):
-        raise SubmitError(file, universe[1], f"universe {universe[0].strip()!r} is not emulated "
-                                             "(htcpool runs vanilla-universe jobs)")
-    exe = value("executable") or value("cmd")
-    if exe is None or not exe[0].strip():
-        raise SubmitError(file, queue_line, "no executable (set 'executable = ...' before 'queue')")
-
-    owner = ctx.owner
-    ad["MyType"] = string("Job")
-    ad["TargetType"] = string("Machine")
-    ad["ClusterId"] = str(ctx.cluster_id)
-    ad["ProcId"] = str(proc)
-    ad["Owner"] = string(owner)
-    ad["User"] = string(f"{owner}@{ctx.uid_domain}")
-    ad["JobUniverse"] = str(VANILLA_UNIVERSE)
-    ad["JobStatus"] = str(IDLE)
-    ad["QDate"] = str(ctx.now)
-    ad["EnteredCurrentStatus"] = str(ctx.now)
-    ad["JobPrio"] = "0"
-    ad["NumJobStarts"] = "0"
-    ad["NumJobMatches"] = "0"
-    ad["JobRunCount"] = "0"
-    ad["RemoteWallClockTime"] = "0.0"
-    ad["CumulativeSlotTime"] = "0.0"
-    ad["CompletionDate"] = "0"
-    ad["ImageSize"] = "100"
-    ad["DiskUsage"] = "1"
-    ad["TransferInputSizeMB"] = "0"
-    ad["LeaveJobInQueue"] = "false"
-    ad["GlobalJobId"] = string(f"{ctx.schedd_name}#{ctx.cluster_id}.{proc}#{ctx.now}")
-
-    for key, attr in STRING_COMMANDS.items():
-        v = value(key)
-        if v is not None:
-            ad[attr] = string(v[0])
-
-    args = value("arguments") or value("args")
-    if args is not None:
-        text = args[0].strip()
-        if len(text) >= 2 and text[0] == '"' and text[-1] == '"':
-            ad["Arguments"] = string(text[1:-1].replace('""', '"'))
-        else:
-            ad["Args"] = string(text)
-
-    for key, attr, units, default in (("request_cpus", "RequestCpus", None, ctx.default_request_cpus),
-                                      ("request_memory", "RequestMemory", _MEM_UNITS, ctx.default_request_memory),
-                                      ("request_disk", "RequestDisk", _DISK_UNITS, ctx.default_request_disk)):
-        v = value(key)
-        if v is None:
-            ad[attr] = expr(default, queue_line, attr)
-            continue
-        text, line = v[0].strip(), v[1]
-        m = _SIZE.match(text)
-        if m and (units is not None or not m.group(2)):
-            number, unit = float(m.group(1)), m.group(2).lower()
-            if units is not None and unit not in units:
-                raise SubmitError(file, line, f"{key} = {text!r}: unknown unit {m.group(2)!r}")
-            if number < 0:
-                raise SubmitError(file, line, f"{key} = {text!r}: a request must not be negative")
-            scaled = number * (units[unit] if units is not None else 1)
-            ad[attr] = str(int(-(-scaled // 1)))  # whole units, rounded up
-        else:
-            e = expr(text, line, key)
-            n = ads.as_number(ads.evaluate(ads.parse_expr(e)))
-            if n is not None and n < 0:
-                raise SubmitError(file, line, f"{key} = {text!r}: a request must not be negative")
-            ad[attr] = e
-
-    for key, attr in EXPR_COMMANDS.items():
-        v = value(key)
-        if v is not None and key != "requirements":
-            ad[attr] = expr(v[0], v[1], key)
-    ad.setdefault("Rank", "0.0")
-
-    prio = value("priority") or value("prio")
-    if prio is not None:
-        try:
-            ad["JobPrio"] = str(int(prio[0].strip()))
-        except ValueError:
-            raise SubmitError(file, prio[1], f"priority = {prio[0].strip()!r} is not an integer") from None
-
-    group = value("accounting_group")
-    if group is not None and group[0].strip():
-        g = group[0].strip()
-        if not re.fullmatch(r"[A-Za-z0-9_.\-]+", g):
-            raise SubmitError(file, group[1], f"accounting_group = {g!r} is not a valid group name")
-        user = value("accounting_group_user")
-        u = user[0].strip() if user is not None and user[0].strip() else owner
-        ad["AcctGroup"] = string(g)
-        ad["AcctGroupUser"] = string(u)
-        ad["AccountingGroup"] = string(f"{g}.{u}")
-
-    hold = value("hold")
-    if hold is not None and hold[0].strip().lower() in ("true", "yes", "1"):
-        ad["JobStatus"] = str(HELD)
-        ad["HoldReason"] = string("submitted on hold at user's request")
-        ad["HoldReasonCode"] = "15"
-
-    for st in current.values():
-        if st.key.startswith("+"):
-            ad[st.attr] = expr(_expand(st.value, macros, builtins), st.line, "+" + st.attr)
-
-    req = value("requirements")
-    user_req = expr(req[0], req[1], "requirements") if req is not None else ""
-    ad["Requirements"] = default_requirements(user_req, ctx.arch, ctx.opsys, "RequestCpus" in ad)
-    return ad
-
-
-def default_requirements(user: str, arch: str, opsys: str, has_cpus: bool = True) -> str:
-    """condor_submit's Requirements: the user's expression, then the default clauses."""
-    clauses = []
-    if user:
-        clauses.append(f"({user})")
-    lowered = user.lower()
-    if "arch" not in lowered:
-        clauses.append(f'(TARGET.Arch == "{arch}")')
-    if "opsys" not in lowered:
-        clauses.append(f'(TARGET.OpSys == "{opsys}")')
-    clauses.append("(TARGET.Disk >= RequestDisk)")
-    clauses.append("(TARGET.Memory >= RequestMemory)")
-    if has_cpus:
-        clauses.append("(TARGET.Cpus >= RequestCpus)")
-    clauses.append("(TARGET.HasFileTransfer)")
-    return " && ".join(clauses)
 
 
 def submitter_of(attrs: dict[str, str], uid_domain: str) -> str:

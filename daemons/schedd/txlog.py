@@ -157,6 +157,11 @@ class TxLog:
         """How many appended transactions are on disk."""
         return self._synced
 
+    @property
+    def quiet(self) -> bool:
+        """Every appended transaction is on disk and no write is under way: safe to rewrite."""
+        return self._synced == self._appended and not self._pending and (self._flusher is None or self._flusher.done())
+
     def append(self, lines: list[str]) -> int:
         """Add one transaction; returns its number, to pass to commit()."""
         if self._file is None:

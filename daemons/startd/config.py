@@ -299,6 +299,7 @@ def read_slot_types(p: Param, machine: Resources) -> tuple[SlotTypeSpec, ...]:
             p.str(f"SLOT_TYPE_{n}") for n in range(1, MAX_SLOT_TYPES + 1))):
         partitionable = bool(p.bool("SLOT_TYPE_0_PARTITIONABLE", True))
         num = p.int("NUM_SLOTS", 1 if partitionable else machine.cpus, minimum=1) or 1
+        _check_slot_count(num, "NUM_SLOTS")
         requested = [(num, {r: "auto" for r in machine.as_dict()})]
         meta = [(0, num, partitionable)]
     sizes = _resolve_auto(requested, machine)
@@ -318,6 +319,7 @@ def read_slot_types(p: Param, machine: Resources) -> tuple[SlotTypeSpec, ...]:
             num_claims = max(1, sizes[i].cpus) if policy else 1
         types.append(SlotTypeSpec(n, count, part, sizes[i], policy,
                                   _consumption(p, n, machine.names) if policy else (), num_claims))
+    _check_slot_count(sum(t.count for t in types), "NUM_SLOTS_TYPE_<N>")
     used = Resources.of({})
     for t in types:
         for _ in range(t.count):
@@ -400,6 +402,17 @@ def _startd_attrs(p: Param, slot_id: int | None, type_id: int | None,
     return tuple(out)
 
 
+# One emulated machine holds at most this many slots at start (its slots' ads are
+# advertised together); a pool of more slots is more machines (--machines).
+MAX_SLOTS_PER_MACHINE = 10_000
+
+
+def _check_slot_count(n: int, knobs: str) -> None:
+    if n > MAX_SLOTS_PER_MACHINE:
+        raise ConfigError(f"{knobs}: {n} slots on one machine; an emulated machine has at most "
+                          f"{MAX_SLOTS_PER_MACHINE} (use a partitionable slot, or more machines with --machines)")
+
+
 _RESOURCE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
@@ -416,7 +429,7 @@ def read_machine_resources(p: Param) -> dict[str, int]:
         if not _RESOURCE_NAME.match(name) or name.lower() in ("cpus", "memory", "disk", "swap"):
             raise ConfigError(f"{p.where(knob)}: {knob}: {name!r} cannot name a custom machine resource")
         if re.fullmatch(r"\d+", text.strip()):
-            out[name] = int(text)
+            out[name] = p.int(knob, 0, minimum=0) or 0
         else:
             ids = [x for x in re.split(r"[,\s]+", text.strip()) if x]
             out[name] = len(ids)

@@ -29,6 +29,7 @@ from daemons.startd.slots import CLAIMED, ClaimOutcome, JobEvent, Startd
 # A burst of claims and job ends becomes one collector update.
 UPDATE_COALESCE_WALL_S = 0.02
 EVENT_RETRY_MAX_WALL_S = 5.0
+EXIT_NEWS_KEEP_S = 86400.0     # pool seconds an undelivered job exit is kept after its claim is gone
 _EVENT_KINDS = {
     "exited": schedd_pb2.JOB_EXITED,
     "evicted": schedd_pb2.JOB_EVICTED,
@@ -59,7 +60,9 @@ class StartdDaemon(Daemon):
         self.model: Startd | None = None
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._flush_task: asyncio.Task | None = None
-        self._events: list[JobEvent] = []
+        self._events: list[tuple[JobEvent, float]] = []    # (event, wall time queued)
+        self._sending: set[str] = set()                     # claim ids whose news is being sent now
+        self._sent = asyncio.Event()                         # set when that attempt ends
         self._events_wake = asyncio.Event()
         self._event_task: asyncio.Task | None = None
         self.jobs_started = 0
@@ -83,7 +86,7 @@ class StartdDaemon(Daemon):
                                 for t in self.cfg.slot_types))
         for warning in self.cfg.warnings:
             self.log.warning("%s", warning)
-        self._event_task = asyncio.create_task(self._deliver_events(), name="startd:events")
+        self._event_task = self.spawn(self._deliver_events(), "startd:events")
         lease = self.cfg.claim_lease_s
         self.add_periodic("leases", max(1.0, min(self.cfg.alive_interval_s, lease / 10)), self._check_leases)
         pols = [self.cfg.policy(t) for t in self.cfg.slot_types]
@@ -265,9 +268,40 @@ class StartdDaemon(Daemon):
             self._changed()
         return n
 
-    def keepalive(self, claim_ids: list[str], schedd_address: str) -> list[str]:
+    async def keepalive(self, claim_ids: list[str], schedd_address: str) -> list[str]:
+        """Renew the leases; return the claim ids this startd does not hold.
+
+        News of the claims we no longer hold, not yet delivered (a job's exit while the
+        schedd was down), goes to the schedd first: it must learn that a job finished
+        before it learns that the job's claim is gone, or it runs the finished job again.
+        The leases of the claims we hold are renewed before anything waits."""
         assert self.model is not None
-        return self.model.keepalive(claim_ids, schedd_address, self.clock.now())
+        # Leases first: a claim we hold must not wait for anything to be renewed.
+        unknown = self.model.keepalive(claim_ids, schedd_address, self.clock.now())
+        if unknown:
+            await self._deliver_news_of(set(unknown), schedd_address)
+        return unknown
+
+    async def _deliver_news_of(self, claim_ids: set[str], address: str) -> None:
+        if self._sending & claim_ids:
+            # News of these claims is on its way already: let that attempt end first.
+            try:
+                await asyncio.wait_for(self._sent.wait(), timeout=EVENT_RETRY_MAX_WALL_S)
+            except asyncio.TimeoutError:
+                pass
+        mine = [(e, q) for e, q in self._events if e.claim_id in claim_ids]
+        if not mine or not address:
+            return
+        try:
+            # The schedd is calling us, so it is up: wait for the channel to reconnect to it.
+            await asyncio.wait_for(self._send_events(address, [e for e, _ in mine], wait_for_ready=True),
+                                   timeout=EVENT_RETRY_MAX_WALL_S)
+        except Exception as e:
+            self.log.info("could not deliver %d job event(s) to the schedd at %s with its keepalive: %s", len(mine),
+                          address, describe(e))
+            return
+        sent = {id(e) for e, _ in mine}
+        self._events = [(e, q) for e, q in self._events if id(e) not in sent]
 
     async def _evaluate_policy(self) -> None:
         """POLLING_INTERVAL: IS_OWNER for unclaimed slots, PREEMPT for running jobs."""
@@ -341,7 +375,7 @@ class StartdDaemon(Daemon):
     def _changed(self) -> None:
         self._sync_preemption()
         if self._flush_task is None or self._flush_task.done():
-            self._flush_task = asyncio.create_task(self._flush_dirty(), name="startd:flush")
+            self._flush_task = self.spawn(self._flush_dirty(), "startd:flush")
 
     async def _flush_dirty(self) -> None:
         assert self.model is not None
@@ -397,7 +431,7 @@ class StartdDaemon(Daemon):
 
     # ---- job events to schedds ----------------------------------------------
     def _queue_event(self, ev: JobEvent) -> None:
-        self._events.append(ev)
+        self._events.append((ev, self.clock.wall()))
         self._events_wake.set()
 
     def _current_address(self, ev: JobEvent) -> str:
@@ -408,6 +442,21 @@ class StartdDaemon(Daemon):
             return found[1].claim.schedd_address
         return ev.schedd_address
 
+    def _moot(self, ev: JobEvent, queued_wall: float) -> bool:
+        """News no schedd needs any more. While the claim lives its schedd keeps it alive and
+        is owed the news, however long delivery takes. Once the claim is gone, news of an
+        eviction or a lost claim is moot after a claim lease (the schedd learns that the
+        claim is gone through KeepAlive, to the same effect); news of a job's exit is kept
+        for a day: a schedd that restarts with the job still running on that claim must
+        hear it finished, or it runs the job again. (Late news is harmless: the schedd
+        takes it only for a job still running on that very claim.) The wait is measured
+        on the wall clock: a jump of this startd's pool clock must not age the news."""
+        assert self.model is not None
+        if self.model.find_claim(ev.claim_id) is not None:
+            return False
+        waited = (self.clock.wall() - queued_wall) * self.clock.scale
+        return waited > (EXIT_NEWS_KEEP_S if ev.kind == "exited" else self.cfg.claim_lease_s)
+
     async def _deliver_events(self) -> None:
         backoff = 0.05
         while True:
@@ -415,30 +464,34 @@ class StartdDaemon(Daemon):
             self._events_wake.clear()
             while self._events:
                 pending, self._events = self._events, []
-                # An event older than a claim lease whose claim is gone is moot: the schedd has
-                # given up on that claim. One whose claim is still held is not (it may have
-                # waited out another schedd's backoff, or its own schedd's restart).
-                horizon = self.clock.now() - self.cfg.claim_lease_s
-                by_addr: dict[str, list[JobEvent]] = defaultdict(list)
-                for ev in pending:
-                    if ev.pool_time >= horizon or self.model.find_claim(ev.claim_id) is not None:
-                        by_addr[self._current_address(ev)].append(ev)
-                failed: list[JobEvent] = []
+                by_addr: dict[str, list[tuple[JobEvent, float]]] = defaultdict(list)
+                for ev, queued in pending:
+                    if self._moot(ev, queued):
+                        self.log.info("%s: dropping undelivered news of job %s (%s): its claim is gone and its "
+                                      "schedd has not been reachable since", ev.slot_name, ev.job_id or "-", ev.kind)
+                        continue
+                    by_addr[self._current_address(ev)].append((ev, queued))
+                failed = False
                 for addr, evs in by_addr.items():
+                    # A keepalive about these claims waits for this attempt (_deliver_news_of).
+                    self._sending, self._sent = {e.claim_id for e, _ in evs}, asyncio.Event()
                     try:
-                        await self._send_events(addr, evs)
+                        await self._send_events(addr, [e for e, _ in evs])
                     except Exception as e:
                         self.log.warning("could not report %d job event(s) to the schedd at %s (%s); retrying",
                                          len(evs), addr, describe(e))
-                        failed.extend(evs)
+                        self._events = evs + self._events
+                        failed = True
+                    finally:
+                        self._sending = set()
+                        self._sent.set()
                 if failed:
-                    self._events = failed + self._events
                     await asyncio.sleep(backoff)
                     backoff = min(EVENT_RETRY_MAX_WALL_S, backoff * 2)
                 else:
                     backoff = 0.05
 
-    async def _send_events(self, address: str, evs: list[JobEvent]) -> None:
+    async def _send_events(self, address: str, evs: list[JobEvent], wait_for_ready: bool = False) -> None:
         stub = schedd_pb2_grpc.ScheddStub(self.channels.get(address))
         req = schedd_pb2.ClaimEventsRequest(events=[
             schedd_pb2.ClaimEvent(claim_id=e.claim_id, job_id=e.job_id, kind=_EVENT_KINDS[e.kind],
@@ -446,7 +499,7 @@ class StartdDaemon(Daemon):
                                   job_start=e.job_start,
                                   slot_ad=common_pb2.ClassAd(text=ads.ad_text(e.slot_ad)) if e.slot_ad else None)
             for e in evs])
-        await stub.ClaimEvents(req, timeout=10.0)
+        await stub.ClaimEvents(req, timeout=10.0, wait_for_ready=wait_for_ready)
 
     # ---- status ---------------------------------------------------------------
     def status(self) -> dict[str, Any]:
@@ -464,6 +517,18 @@ class StartdDaemon(Daemon):
             "pending_events": len(self._events),
         })
         return s
+
+    def status_detail(self, name: str) -> Any | None:
+        """`slots`: every slot's state, activity and job, as this startd sees it."""
+        if name != "slots" or self.model is None:
+            return None
+        out = {}
+        for m in self.model.machines.values():
+            for s in m.slots.values():
+                out[m.name_of(s)] = {"state": s.state, "activity": s.activity,
+                                     "job": s.claim.job_id if s.claim is not None else "",
+                                     "claimed": s.claim is not None}
+        return out
 
     def metrics(self) -> dict[str, Any]:
         m = super().metrics()

@@ -51,7 +51,7 @@ class StartdService(pb_grpc.StartdServicer):
 
     async def KeepAlive(self, request: pb.KeepAliveRequest,
                         context: grpc.aio.ServicerContext) -> pb.KeepAliveReply:
-        unknown = self.d.keepalive(list(request.claim_ids), request.schedd_address)
+        unknown = await self.d.keepalive(list(request.claim_ids), request.schedd_address)
         return pb.KeepAliveReply(unknown_claim_ids=unknown)
 
     async def DrainJobs(self, request: pb.DrainJobsRequest, context: grpc.aio.ServicerContext) -> pb.DrainJobsReply:

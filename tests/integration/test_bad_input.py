@@ -13,7 +13,7 @@ BAD_SUBMITS = {
     "badexpr.sub": ("executable = /bin/sleep\nrequirements = (TARGET.Cpus > \nqueue\n",
                     "badexpr.sub, line 2: requirements = '(TARGET.Cpus >' is not a valid ClassAd expression"),
     "unknown.sub": ("executable = /bin/sleep\nrequest_cpu = 4\nqueue\n",
-                    "unknown.sub, line 2: unknown submit command 'request_cpu' (did you mean 'request_cpus'?)"),
+                    "unknown.sub, line 2: 'request_cpu' is not a submit command (did you mean 'request_cpus'?)"),
     "negative.sub": ("executable = /bin/sleep\n\nrequest_memory = -5\nqueue\n",
                      "negative.sub, line 3: request_memory = '-5': a request must not be negative"),
     "noqueue.sub": ("executable = /bin/sleep\n", "noqueue.sub: no 'queue' statement"),

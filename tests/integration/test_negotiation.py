@@ -142,10 +142,11 @@ async def test_a_malformed_request_costs_only_its_submitter(make_pool):
 
 
 async def test_an_exception_serving_one_request_costs_only_its_submitter(make_pool):
-    """As above, for a request the negotiator cannot serve (a ClusterId of 1e400: an
-    OverflowError while it is logged); it used to abort every cycle."""
+    """As above, for a request the negotiator cannot serve (a ClusterId of 1e400): it
+    used to raise OverflowError while it was logged and abort every cycle; the ad bounds
+    now refuse the number when the request is read, and only its submitter's session fails."""
     log = await _with_bad_schedd(make_pool, "overflow")
-    assert "OverflowError" in log
+    assert "LimitError: resource request 1:0: the number 1e400 is out of range" in log
 
 
 async def test_a_schedd_that_hangs_up_costs_only_its_submitter(make_pool):

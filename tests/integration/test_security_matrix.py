@@ -37,6 +37,9 @@ OWNER = {"WRITE": "alice", "ADMIN": "admin", "DAEMON": "condor", "other": "bob"}
 EXPECTED = {
     "Admin.Ping":                    "U A A A A A U U",
     "Admin.Shutdown":                "U D D A A D U U",
+    "Admin.SetFaultPlan":            "U D D A A D U U",
+    "Admin.ClearFaults":             "U D D A A D U U",
+    "Admin.ListFaults":              "U D D A A D U U",
     "Collector.UpdateAds":           "U D D D A D U U",
     "Collector.InvalidateAds":       "U D D D A D U U",
     "Collector.QueryAds":            "U A A A A A U U",
@@ -99,6 +102,7 @@ class Caller:
 
     def __init__(self, pool: LocalPool, token: str) -> None:
         self.client = PoolClient(pool.collector_address, tokens=[token] if token else [])
+        self.token = token
         self.addr = {k: d.address for k, d in pool.daemons.items()}
 
     def stub(self, cls, key: str):
@@ -106,6 +110,20 @@ class Caller:
 
     async def close(self) -> None:
         await self.client.close()
+
+
+def _negotiate_sync(address: str, token: str) -> grpc.StatusCode:
+    messages = [schedd_pb2.NegotiatorMessage(start=schedd_pb2.NegotiateStart(submitter="nobody@testhost", cycle=1)),
+                schedd_pb2.NegotiatorMessage(end=schedd_pb2.NegotiateEnd())]
+    with grpc.insecure_channel(address) as channel:
+        call = schedd_pb2_grpc.ScheddStub(channel).Negotiate(
+            iter(messages), timeout=10, metadata=[("authorization", f"Bearer {token}")] if token else None)
+        try:
+            for _ in call:
+                pass
+        except grpc.RpcError:
+            pass
+        return call.code()
 
 
 def outcome(exc: BaseException | None) -> str:
@@ -154,6 +172,32 @@ async def probe(row: str, col: str, c: Caller, pool: LocalPool, job: str) -> str
                 results.add(r)
             assert len(results) == 1, f"daemons disagree on Ping for {col}: {results}"
             return results.pop()
+        if row in ("Admin.SetFaultPlan", "Admin.ClearFaults", "Admin.ListFaults"):
+            # On the negotiator, faults whose window opens in a million seconds: they never act.
+            admin = c.stub(admin_pb2_grpc.AdminStub, "negotiator")
+            address = pool.daemons["negotiator"].address
+            later = time.time() + 1e6
+
+            def fault(fid: str) -> admin_pb2.Fault:
+                return admin_pb2.Fault(id=fid, method="UserPrio", delay_s=1.0, start=later, stop=later + 1)
+
+            def planned() -> set[str]:
+                return {s.fault.id for s in faults.faults}
+            if row == "Admin.ListFaults":
+                return (await attempt(lambda: admin.ListFaults(common_pb2.Empty(), timeout=10)))[0]
+            if row == "Admin.SetFaultPlan":
+                r, _ = await attempt(lambda: admin.SetFaultPlan(admin_pb2.FaultPlan(faults=[fault(f"p-{col}")]),
+                                                                timeout=10))
+                faults = await boss.list_faults(address)
+                assert (f"p-{col}" in planned()) == (r == "A"), f"{row}/{col}: planned {planned()}, outcome {r}"
+                await boss.clear_faults(address)
+                return r
+            await boss.set_faults(address, [fault(f"v-{col}")])
+            r, _ = await attempt(lambda: admin.ClearFaults(admin_pb2.ClearFaultsRequest(ids=[f"v-{col}"]), timeout=10))
+            faults = await boss.list_faults(address)
+            assert (f"v-{col}" in planned()) == (r != "A"), f"{row}/{col}: planned {planned()}, outcome {r}"
+            await boss.clear_faults(address)
+            return r
         if row == "Collector.QueryAds":
             return (await attempt(lambda: _drain(collector.QueryAds(
                 collector_pb2.QueryAdsRequest(my_type="Machine"), timeout=10))))[0]
@@ -217,19 +261,10 @@ async def probe(row: str, col: str, c: Caller, pool: LocalPool, job: str) -> str
             assert (ads.get(ad, attr) == 1) == (r == "A"), f"{row}/{col}: {attr} = {ads.get(ad, attr)}, outcome {r}"
             return r
         if row == "Schedd.Negotiate":
-            # A stream: the refusal may surface on a write or on the read; the call's final
-            # status is what counts.
-            call = schedd.Negotiate(timeout=10)
-            try:
-                await call.write(schedd_pb2.NegotiatorMessage(start=schedd_pb2.NegotiateStart(
-                    submitter="nobody@testhost", cycle=1)))
-                await call.write(schedd_pb2.NegotiatorMessage(end=schedd_pb2.NegotiateEnd()))
-                await call.done_writing()
-                async for _ in call:
-                    pass
-            except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
-                pass
-            code = await call.code()
+            # A stream the schedd may refuse while the client still writes: grpc.aio's client
+            # then may report INTERNAL instead of the schedd's status (grpc/grpc#36066), so this
+            # one call goes through gRPC's synchronous client, which reports the status sent.
+            code = await asyncio.to_thread(_negotiate_sync, c.addr["schedd"], c.token)
             return {grpc.StatusCode.UNAUTHENTICATED: "U", grpc.StatusCode.PERMISSION_DENIED: "D"}.get(code, "A")
         if row == "Schedd.ClaimEvents":
             r, _ = await attempt(lambda: schedd.ClaimEvents(schedd_pb2.ClaimEventsRequest(events=[

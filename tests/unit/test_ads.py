@@ -83,3 +83,14 @@ def test_get_gives_default_for_missing_and_undefined():
 def test_is_true():
     assert [ads.is_true(v) for v in (True, False, 1, 0, "x", classad2.Value.Undefined)] == [
         True, False, True, False, False, False]
+
+
+def test_a_text_that_closes_the_probe_early_is_refused_not_raised():
+    """Found by `htcpool bench fuzz`: `a) ] ...` passed the probe ad (ClassAd ignores what
+    follows an ad) and then made classad2 raise in the second parse."""
+    import pytest as _pytest
+
+    from daemons.core import ads as _ads
+    for text in ('1) ] + (2', 'Cpus is "" >= "") ? -2.4e-215 : Cpu]s'):
+        with _pytest.raises(_ads.AdError):
+            _ads.parse_expr(text, "x")

@@ -99,3 +99,37 @@ def test_int_expression_that_errors_is_refused():
     with pytest.raises(ConfigError) as e:
         p(N="1/0").int("N")
     assert str(e.value) == "configuration: N = '1/0' is not an integer"
+
+
+def test_integers_are_32_bit_as_in_htcondor():
+    with pytest.raises(ConfigError) as e:
+        p(NEGOTIATOR_INTERVAL="99999999999999999999").int("NEGOTIATOR_INTERVAL")
+    assert str(e.value) == "configuration: NEGOTIATOR_INTERVAL = 99999999999999999999 is above the maximum 2147483647"
+    with pytest.raises(ConfigError):
+        p(N="-2147483649").int("N")
+    assert p(N="2147483647").int("N") == 2147483647
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", "1e400", 'real("NaN")', "1" * 400])
+def test_numbers_must_be_finite(text):
+    with pytest.raises(ConfigError) as e:
+        p(X=text).float("X")
+    assert "X = " in str(e.value)
+
+
+def test_a_maximum_names_the_value_as_written():
+    with pytest.raises(ConfigError) as e:
+        p(TIME_SCALE="1e300").float("TIME_SCALE", maximum=1e5)
+    assert str(e.value) == "configuration: TIME_SCALE = 1e300 is above the maximum 100000"
+
+
+def test_a_deep_expression_in_a_knob_is_refused_by_its_bound():
+    with pytest.raises(ConfigError) as e:
+        p(X=" + ".join(["1"] * 5000)).int("X")
+    assert "X: nested more than 1000 deep" in str(e.value)
+
+
+def test_knob_expressions_are_parsed_whole():
+    """classad2.ExprTree("1; Foo = 2") would quietly keep the 1."""
+    with pytest.raises(ConfigError):
+        p(X="1; Foo = 2").int("X")

@@ -86,3 +86,17 @@ def test_ensure_token_file_keeps_a_good_token_and_replaces_any_other(tmp_path):
     assert ensure_token_file(tokens, "alice", keys, trust_domain="pool", identity="alice@pool")
     assert verify((tokens / "alice").read_text().strip(), keys, trust_domain="pool").identity == "alice@pool"
     assert os.stat(tokens / "alice").st_mode & 0o777 == 0o600
+
+
+def test_a_token_with_characters_a_jwt_cannot_hold_is_left_out(tmp_path):
+    """gRPC refuses a metadata value that is not printable ASCII in the client, as an error
+    that is not a status (the CLI would have shown a traceback): such a line is not sent."""
+    good = tok("alice")
+    for name, line in (("a-accent", good + "é"), ("b-space", good.replace(".", ". ", 1)), ("c-good", good)):
+        (tmp_path / name).write_text(line + "\n")
+        os.chmod(tmp_path / name, 0o600)
+    problems = {f.path.name: f.problem for f in read_dir(tmp_path)}
+    assert problems["a-accent"].startswith("not a JWT (it holds characters other than")
+    assert problems["b-space"].startswith("not a JWT")
+    assert problems["c-good"] == ""
+    assert candidates([tmp_path]) == [good]

@@ -7,6 +7,9 @@ import os
 
 import jwt
 import pytest
+from hypothesis import HealthCheck, given, settings
+
+from daemons.fuzz.auth import bad_metadata, bad_token, claims_json, signed
 
 from daemons.core.security.keys import KeyRing, derive_jwt_key, scramble
 from daemons.core.security.tokens import (MAX_TOKEN_BYTES, TokenCache, TokenError, is_revoked, mint, parse_scopes,
@@ -71,6 +74,10 @@ def test_scopes_are_condor_levels_only():
     ("other domain", "issued by trust domain 'elsewhere', not this pool's 'pool.example'"),
     ("no jti", "no id"),
     ("no subject", "no usable subject"),
+    ("nan iat", "iat claim is not a finite number"),
+    ("infinite exp", "exp claim is not a finite number"),
+    ("kid with a newline", "not a plain file name"),
+    ("kid not a string", "malformed token"),
 ])
 def test_bad_tokens_are_refused_with_the_reason(keys, case, match):
     good = _mint(keys)
@@ -94,6 +101,12 @@ def test_bad_tokens_are_refused_with_the_reason(keys, case, match):
                                      headers={"kid": "POOL"}),
         "no subject": lambda: jwt.encode({k: v for k, v in claims.items() if k != "sub"}, key, algorithm="HS256",
                                          headers={"kid": "POOL"}),
+        # Signed with the right key, but JSON as Python reads it: NaN, and 1e400 = infinity.
+        "nan iat": lambda: signed({"alg": "HS256", "kid": "POOL"}, claims_json(
+            {k: v for k, v in claims.items() if k != "iat"}, {"iat": "NaN"}), key),
+        "infinite exp": lambda: signed({"alg": "HS256", "kid": "POOL"}, claims_json(claims, {"exp": "1e400"}), key),
+        "kid with a newline": lambda: jwt.encode(claims, key, algorithm="HS256", headers={"kid": "POOL\n"}),
+        "kid not a string": lambda: signed({"alg": "HS256", "kid": ["POOL"]}, claims_json(claims), key),
     }[case]()
     with pytest.raises(TokenError, match=match):
         _verify(keys, token)
@@ -143,3 +156,37 @@ def test_cache_verifies_once_and_still_expires(keys):
     for t in others:
         cache.get(t, NOW + 1)
     assert len(cache._entries) == 2     # bounded
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=bad_token(derive_jwt_key(b"pool-secret" * 2), DOMAIN, f"condor@{DOMAIN}", now=NOW))
+def test_every_kind_of_defective_token_is_refused_never_an_unexpected_error(keys, data):
+    """The fuzzer's bad tokens (daemons/fuzz/auth.py: each otherwise the daemons' own, so an
+    overlooked defect would let it in): TokenError, with a reason, for every one."""
+    defect, token = data
+    with pytest.raises(TokenError):
+        _verify(keys, token)
+
+
+def test_the_fuzzers_tokens_are_signed_with_the_pools_key(keys):
+    """The property above means something only if the fuzzer signs as the pool does: the
+    same claims and key without a defect verify."""
+    key = keys.jwt_key("POOL")
+    assert key == derive_jwt_key(b"pool-secret" * 2)
+    claims = {"sub": f"condor@{DOMAIN}", "iss": DOMAIN, "iat": int(NOW), "jti": "j"}
+    for alg in ("HS256", "HS384", "HS512"):
+        assert _verify(keys, signed({"alg": alg, "kid": "POOL"}, claims_json(claims), key, alg)).identity == \
+            f"condor@{DOMAIN}"
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(data=bad_metadata(derive_jwt_key(b"k"), DOMAIN, "valid.token.text"))
+def test_the_fuzzers_buried_valid_token_comes_after_as_many_candidates_as_a_server_reads(data):
+    """Otherwise a server rightly accepts it, and the fuzzer would call that a hole."""
+    from daemons.core.security.layer import tokens_in
+    what, metadata = data
+    if what == "valid token after too many candidates":
+        assert "valid.token.text" not in tokens_in(metadata)
+    elif what == "valid token, other scheme":
+        assert tokens_in(metadata) == []

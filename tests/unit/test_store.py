@@ -127,3 +127,23 @@ def test_update_without_name_is_refused():
 
 def test_counts_by_type():
     assert filled().counts() == {"Machine": 2, "Scheduler": 1}
+
+
+def test_a_query_or_invalidation_over_budget_stops_and_changes_nothing():
+    """An expression's size does not bound its cost (ads.work_budget): a constraint that
+    runs past its budget is refused, and an invalidation removes nothing."""
+    from daemons.core import ads as adsmod
+    store = AdStore(900.0)
+    for i in range(5):
+        store.update(adsmod.parse_ad(f'[ MyType = "Machine"; Name = "m{i}" ]'), 0.0)
+    ticks = iter(range(100))
+    check = adsmod.work_budget(2.5, "COLLECTOR_QUERY_MAX_WORKTIME", clock=lambda: float(next(ticks)))
+    with pytest.raises(adsmod.WorkLimitError) as e:
+        store.invalidate("Machine", constraint=adsmod.parse_expr("true"), check=check)
+    assert "see COLLECTOR_QUERY_MAX_WORKTIME" in str(e.value)
+    assert len(store) == 5
+    ticks = iter(range(100))
+    check = adsmod.work_budget(2.5, "COLLECTOR_QUERY_MAX_WORKTIME", clock=lambda: float(next(ticks)))
+    with pytest.raises(adsmod.WorkLimitError):
+        store.query("Machine", 0.0, adsmod.parse_expr("true"), check=check)
+    assert len(store.query("Machine", 0.0, adsmod.parse_expr("true"))) == 5

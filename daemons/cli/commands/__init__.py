@@ -6,6 +6,6 @@ one entry in MODULES.
 """
 from __future__ import annotations
 
-from daemons.cli.commands import admin, jobs, lifecycle, measure, ping, status, tls, token
+from daemons.cli.commands import admin, control, fault, jobs, lifecycle, measure, ping, status, tls, token
 
-MODULES = (lifecycle, jobs, status, admin, measure, token, tls, ping)
+MODULES = (lifecycle, control, jobs, status, admin, fault, measure, token, tls, ping)

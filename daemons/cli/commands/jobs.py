@@ -13,24 +13,31 @@ from daemons.cli.base import (EXIT_OK, EXIT_USAGE, CliError, autoformat, pool_cl
                                print_long, run_async, value)
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from daemons.schedd.submit import SubmitContext, SubmitError, build_jobs, parse_submit
+    from daemons.schedd.submit import (SubmitContext, SubmitError, build_jobs, decode_submit, parse_submit,
+                                       resolve_external_items)
     path = Path(args.file)
     try:
-        text = sys.stdin.read() if args.file == "-" else path.read_text()
+        data = sys.stdin.buffer.read() if args.file == "-" else path.read_bytes()
     except OSError as e:
         raise CliError(f"{args.file}: {e.strerror}", EXIT_USAGE) from None
     name = "<stdin>" if args.file == "-" else str(path)
     owner = getpass.getuser()
     try:
-        # Check locally first, as condor_submit does, so mistakes never reach the schedd.
-        build_jobs(parse_submit(text, name), SubmitContext(owner=owner, uid_domain="local", cluster_id=1, now=0))
+        text = decode_submit(data, name)
+        desc = parse_submit(text, name)
+        # condor_submit reads `queue ... from FILE` and expands `queue ... matching` here,
+        # where the files are; the schedd gets the items with the description.
+        items = resolve_external_items(desc, _read_item_lines, _glob)
+        # Check locally first, as condor_submit does, so mistakes never reach the schedd;
+        # the schedd applies its limits (MAX_JOBS_PER_SUBMISSION, ...) itself.
+        build_jobs(desc, SubmitContext(owner=owner, uid_domain="local", cluster_id=1, now=0), sample=True)
     except SubmitError as e:
         raise CliError(str(e), EXIT_USAGE) from None
 
     async def go() -> tuple[int, int]:
         async with pool_client(args) as c:
             # The schedd makes the jobs the token's user's; --owner is for queue super users.
-            return await c.submit(text, name, args.owner or "")
+            return await c.submit(text, name, args.owner or "", queue_items=items)
 
     cluster, count = run_async(go())
     if args.json:
@@ -38,6 +45,27 @@ def cmd_submit(args: argparse.Namespace) -> int:
     else:
         print(f"{count} job(s) submitted to cluster {cluster}.")
     return EXIT_OK
+
+
+def _read_item_lines(name: str) -> list[str]:
+    if name == "-":
+        return sys.stdin.read().splitlines()
+    data = Path(name).read_bytes()
+    try:
+        return data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise OSError(f"not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start})") from None
+
+
+def _glob(pattern: str, kind: str) -> list[str]:
+    """condor_submit's `matching [files | dirs | any]`: names in the current directory."""
+    import glob as globmod
+    names = sorted(globmod.glob(pattern))
+    if kind == "files":
+        return [n for n in names if Path(n).is_file()]
+    if kind == "dirs":
+        return [n for n in names if Path(n).is_dir()]
+    return names
 
 
 STATUS_LETTER = {1: "I", 2: "R", 3: "X", 4: "C", 5: "H", 6: ">", 7: "S"}

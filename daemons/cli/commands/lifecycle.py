@@ -15,7 +15,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     env = {"_CONDOR_TIME_SCALE": str(args.time_scale)} if args.time_scale else {}
     roles = ("collector", "negotiator", "schedd", "startd") + tuple(dict.fromkeys(args.with_roles))
     pool = LocalPool(state, args.config, machines=args.machines, startds=args.startds, env=env,
-                     tie_to_parent=False, roles=roles, tls="mutual" if args.mutual_tls else bool(args.tls))
+                     tie_to_parent=False, roles=roles, tls="mutual" if args.mutual_tls else bool(args.tls),
+                     check_roles=True)
     try:
         pool.start()
     except ConfigError as e:

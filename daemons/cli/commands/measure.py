@@ -38,6 +38,11 @@ def register(sub) -> None:
     b.add_argument("--jobs", type=int, default=1000)
     b.add_argument("--machines", type=int, default=50)
     b.add_argument("--cpus", type=int, default=8)
+    b = benches.add_parser("fuzz", parents=[common],
+                           help="a fuzzing campaign: inputs tried and outcomes by class (crashes, hangs, errors: 0)")
+    b.add_argument("--minutes", type=float, default=5.0, help="time budget (default 5)")
+    b.add_argument("--seed", type=int, default=0, help="hypothesis seed: the same seed tries the same inputs")
+    b.add_argument("--out", help="where the pool, its logs and failures.json go (default a new temp dir)")
     for b in benches.choices.values():
         b.add_argument("--json", action="store_true", help="end with one JSON object")
         b.set_defaults(fn=cmd_bench)

@@ -37,4 +37,7 @@ EXPERIMENTS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], Callable[[
     "multicore": ("seed 003: running multicore jobs and drain wastage with no controller, defrag or DrainBoss",
                   lambda p: __import__("daemons.cli.experiments.multicore_args",
                                        fromlist=["multicore_args"]).add_arguments(p)),
+    "faults": ("fault injection: a seeded nemesis kills, pauses, partitions, slows and skews daemons while jobs "
+               "run; checks that every job completes exactly once",
+               lambda p: __import__("daemons.cli.experiments.faults_args", fromlist=["faults_args"]).add_arguments(p)),
 }

@@ -53,7 +53,7 @@ def derive_jwt_key(shared_key: bytes) -> bytes:
 
 def check_key_id(key_id: str) -> str:
     """A kid names a file in SEC_PASSWORD_DIRECTORY: a plain file name, nothing else."""
-    if not _KEY_ID.match(key_id or "") or key_id in (".", ".."):
+    if not isinstance(key_id, str) or not _KEY_ID.fullmatch(key_id) or key_id in (".", ".."):
         raise KeyFileError(f"signing key name {key_id!r} is not a plain file name")
     return key_id
 

@@ -96,6 +96,11 @@ TABLE: dict[str, Rule] = {
     # Every daemon's Admin service (DaemonCore's own commands).
     _m("Admin", "Ping"): Rule(READ, "DC_NOP_READ (condor_ping)"),
     _m("Admin", "Shutdown"): Rule(ADMINISTRATOR, "DC_OFF_GRACEFUL / DC_OFF_FAST (condor_off)"),
+    # Fault injection has no HTCondor command; breaking a daemon on purpose is an
+    # administrator's act, and so is looking at what is planned.
+    _m("Admin", "SetFaultPlan"): Rule(ADMINISTRATOR, "fault injection (htcpool's own)"),
+    _m("Admin", "ClearFaults"): Rule(ADMINISTRATOR, "fault injection (htcpool's own)"),
+    _m("Admin", "ListFaults"): Rule(ADMINISTRATOR, "fault injection (htcpool's own)"),
     # Collector (collector.cpp).
     _m("Collector", "UpdateAds"): Rule(READ, "UPDATE_*_AD: ADVERTISE_STARTD/SCHEDD/MASTER, NEGOTIATOR, DAEMON "
                                              "by ad type", _update_needs),

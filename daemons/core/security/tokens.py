@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import base64
 import json
+import math
+import re
 import secrets
 import time
+import warnings
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -27,6 +30,8 @@ from daemons.core.security.levels import ALL, parse_level
 SCOPE_PREFIX = "condor:/"
 # HTCondor signs with HS256; it verifies HS384 and HS512 too. Nothing else (never "none").
 ALGORITHMS = ("HS256", "HS384", "HS512")
+# The text of a JWT in compact form: base64url parts joined by dots.
+_JWT_TEXT = re.compile(r"[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]+\.[A-Za-z0-9_\-]*")
 # A token longer than this is refused before it is decoded (HTCondor's are ~300 bytes).
 MAX_TOKEN_BYTES = 4096
 
@@ -71,6 +76,11 @@ def _jwt():
     # PyJWT (and the cryptography it loads) only where a token is made or checked: a command
     # that only sends tokens starts faster without it.
     import jwt
+    from jwt.warnings import InsecureKeyLengthWarning
+    # HTCondor's key is always 32 bytes (HKDF output), which PyJWT finds short for HS384 and
+    # HS512, tokens HTCondor accepts: without this, any caller could fill a daemon's output
+    # with the warning by sending such tokens.
+    warnings.filterwarnings("ignore", category=InsecureKeyLengthWarning)
     return jwt
 
 
@@ -102,6 +112,9 @@ def unverified(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
     parts = token.split(".")
     if len(parts) != 3:
         raise TokenError("not a JWT (it has not three dot-separated parts)")
+    if not _JWT_TEXT.fullmatch(token):
+        # (Sent as is, such text would make gRPC refuse the call's metadata, not the server.)
+        raise TokenError("not a JWT (it holds characters other than base64url letters and dots)")
     try:
         header, claims = (json.loads(base64.urlsafe_b64decode(p + "=" * (-len(p) % 4))) for p in parts[:2])
     except (ValueError, TypeError) as e:
@@ -132,6 +145,12 @@ def is_revoked(revocation_expr: str | None, claims: dict[str, Any]) -> bool:
     if isinstance(value, (int, float)) and not isinstance(value, classad2.Value):
         return value != 0
     return True
+
+
+def _finite_number(x: Any) -> bool:
+    # JSON as Python reads it allows NaN and Infinity (and 1e400 becomes infinity), which
+    # compare false with everything and cannot become the int a TokenInfo holds.
+    return not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x) and abs(x) < 2 ** 62
 
 
 def verify(token: str, keys: KeyRing, *, trust_domain: str, now: float | None = None,
@@ -166,13 +185,13 @@ def verify(token: str, keys: KeyRing, *, trust_domain: str, now: float | None = 
         raise TokenError(f"malformed token ({e})") from None
     exp = claims.get("exp")
     if exp is not None:
-        if isinstance(exp, bool) or not isinstance(exp, (int, float)):
-            raise TokenError("token's exp claim is not a number")
+        if not _finite_number(exp):
+            raise TokenError("token's exp claim is not a finite number")
         if wall > exp:
             raise TokenError(f"token expired {int(wall - exp)} s ago")
     iat = claims.get("iat")
-    if iat is not None and (isinstance(iat, bool) or not isinstance(iat, (int, float))):
-        raise TokenError("token's iat claim is not a number")
+    if iat is not None and not _finite_number(iat):
+        raise TokenError("token's iat claim is not a finite number")
     if max_age_s is not None and iat is not None and wall - iat > max_age_s:
         raise TokenError(f"token is {int(wall - iat)} s old, more than SEC_TOKEN_MAX_AGE = {max_age_s}")
     issuer = claims.get("iss")

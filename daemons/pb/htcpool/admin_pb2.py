@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from daemons.pb.htcpool import common_pb2 as htcpool_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13htcpool/admin.proto\x12\nhtcpool.v1\x1a\x14htcpool/common.proto\"j\n\tPingReply\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05ready\x18\x03 \x01(\x08\x12\x11\n\tpool_time\x18\x04 \x01(\x01\x12\x12\n\nstatus_url\x18\x05 \x01(\t\x12\x0b\n\x03pid\x18\x06 \x01(\x05\"\x1f\n\x0fShutdownRequest\x12\x0c\n\x04\x66\x61st\x18\x01 \x01(\x08\x32u\n\x05\x41\x64min\x12\x30\n\x04Ping\x12\x11.htcpool.v1.Empty\x1a\x15.htcpool.v1.PingReply\x12:\n\x08Shutdown\x12\x1b.htcpool.v1.ShutdownRequest\x1a\x11.htcpool.v1.Emptyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13htcpool/admin.proto\x12\nhtcpool.v1\x1a\x14htcpool/common.proto\"j\n\tPingReply\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05ready\x18\x03 \x01(\x08\x12\x11\n\tpool_time\x18\x04 \x01(\x01\x12\x12\n\nstatus_url\x18\x05 \x01(\t\x12\x0b\n\x03pid\x18\x06 \x01(\x05\"\x1f\n\x0fShutdownRequest\x12\x0c\n\x04\x66\x61st\x18\x01 \x01(\x08\"\xa0\x02\n\x05\x46\x61ult\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04side\x18\x02 \x01(\t\x12\x0e\n\x06method\x18\x03 \x01(\t\x12\x0c\n\x04peer\x18\x04 \x01(\t\x12\x0f\n\x07\x64\x65lay_s\x18\x05 \x01(\x01\x12\x10\n\x08jitter_s\x18\x06 \x01(\x01\x12\x12\n\nabort_code\x18\x07 \x01(\t\x12\x0c\n\x04\x64rop\x18\x08 \x01(\x08\x12\x14\n\x07percent\x18\t \x01(\x01H\x00\x88\x01\x01\x12\r\n\x05start\x18\n \x01(\x01\x12\x0c\n\x04stop\x18\x0b \x01(\x01\x12\x12\n\nmax_active\x18\x0c \x01(\x05\x12\x16\n\x0e\x63lock_offset_s\x18\r \x01(\x01\x12\x13\n\x0b\x63lock_drift\x18\x0e \x01(\x01\x12\x0c\n\x04kind\x18\x0f \x01(\t\x12\x0c\n\x04text\x18\x10 \x01(\tB\n\n\x08_percent\"?\n\tFaultPlan\x12!\n\x06\x66\x61ults\x18\x01 \x03(\x0b\x32\x11.htcpool.v1.Fault\x12\x0f\n\x07replace\x18\x02 \x01(\x08\"!\n\x12\x43learFaultsRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\"M\n\nFaultState\x12 \n\x05\x66\x61ult\x18\x01 \x01(\x0b\x32\x11.htcpool.v1.Fault\x12\r\n\x05\x66ired\x18\x02 \x01(\x03\x12\x0e\n\x06\x61\x63tive\x18\x03 \x01(\x05\"\x8f\x01\n\tFaultList\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12&\n\x06\x66\x61ults\x18\x03 \x03(\x0b\x32\x16.htcpool.v1.FaultState\x12\x11\n\tpool_time\x18\x04 \x01(\x01\x12\x16\n\x0etrue_pool_time\x18\x05 \x01(\x01\x12\x13\n\x0b\x66ired_total\x18\x06 \x01(\x03\x32\xb1\x02\n\x05\x41\x64min\x12\x30\n\x04Ping\x12\x11.htcpool.v1.Empty\x1a\x15.htcpool.v1.PingReply\x12:\n\x08Shutdown\x12\x1b.htcpool.v1.ShutdownRequest\x1a\x11.htcpool.v1.Empty\x12<\n\x0cSetFaultPlan\x12\x15.htcpool.v1.FaultPlan\x1a\x15.htcpool.v1.FaultList\x12\x44\n\x0b\x43learFaults\x12\x1e.htcpool.v1.ClearFaultsRequest\x1a\x15.htcpool.v1.FaultList\x12\x36\n\nListFaults\x12\x11.htcpool.v1.Empty\x1a\x15.htcpool.v1.FaultListb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,6 +36,16 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PINGREPLY']._serialized_end=163
   _globals['_SHUTDOWNREQUEST']._serialized_start=165
   _globals['_SHUTDOWNREQUEST']._serialized_end=196
-  _globals['_ADMIN']._serialized_start=198
-  _globals['_ADMIN']._serialized_end=315
+  _globals['_FAULT']._serialized_start=199
+  _globals['_FAULT']._serialized_end=487
+  _globals['_FAULTPLAN']._serialized_start=489
+  _globals['_FAULTPLAN']._serialized_end=552
+  _globals['_CLEARFAULTSREQUEST']._serialized_start=554
+  _globals['_CLEARFAULTSREQUEST']._serialized_end=587
+  _globals['_FAULTSTATE']._serialized_start=589
+  _globals['_FAULTSTATE']._serialized_end=666
+  _globals['_FAULTLIST']._serialized_start=669
+  _globals['_FAULTLIST']._serialized_end=812
+  _globals['_ADMIN']._serialized_start=815
+  _globals['_ADMIN']._serialized_end=1120
 # @@protoc_insertion_point(module_scope)

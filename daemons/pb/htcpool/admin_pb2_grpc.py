@@ -45,6 +45,21 @@ class AdminStub:
                 request_serializer=htcpool_dot_admin__pb2.ShutdownRequest.SerializeToString,
                 response_deserializer=htcpool_dot_common__pb2.Empty.FromString,
                 _registered_method=True)
+        self.SetFaultPlan = channel.unary_unary(
+                '/htcpool.v1.Admin/SetFaultPlan',
+                request_serializer=htcpool_dot_admin__pb2.FaultPlan.SerializeToString,
+                response_deserializer=htcpool_dot_admin__pb2.FaultList.FromString,
+                _registered_method=True)
+        self.ClearFaults = channel.unary_unary(
+                '/htcpool.v1.Admin/ClearFaults',
+                request_serializer=htcpool_dot_admin__pb2.ClearFaultsRequest.SerializeToString,
+                response_deserializer=htcpool_dot_admin__pb2.FaultList.FromString,
+                _registered_method=True)
+        self.ListFaults = channel.unary_unary(
+                '/htcpool.v1.Admin/ListFaults',
+                request_serializer=htcpool_dot_common__pb2.Empty.SerializeToString,
+                response_deserializer=htcpool_dot_admin__pb2.FaultList.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -64,6 +79,28 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetFaultPlan(self, request, context):
+        """Fault injection: add faults to the daemon's plan (or replace it). A fault with the
+        id of a planned one replaces it. Invalid faults: INVALID_ARGUMENT, nothing changed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ClearFaults(self, request, context):
+        """Removes the named faults, or every fault when none is named (healing clock faults).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListFaults(self, request, context):
+        """The daemon's plan, with how often each fault fired.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -76,6 +113,21 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.Shutdown,
                     request_deserializer=htcpool_dot_admin__pb2.ShutdownRequest.FromString,
                     response_serializer=htcpool_dot_common__pb2.Empty.SerializeToString,
+            ),
+            'SetFaultPlan': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetFaultPlan,
+                    request_deserializer=htcpool_dot_admin__pb2.FaultPlan.FromString,
+                    response_serializer=htcpool_dot_admin__pb2.FaultList.SerializeToString,
+            ),
+            'ClearFaults': grpc.unary_unary_rpc_method_handler(
+                    servicer.ClearFaults,
+                    request_deserializer=htcpool_dot_admin__pb2.ClearFaultsRequest.FromString,
+                    response_serializer=htcpool_dot_admin__pb2.FaultList.SerializeToString,
+            ),
+            'ListFaults': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListFaults,
+                    request_deserializer=htcpool_dot_common__pb2.Empty.FromString,
+                    response_serializer=htcpool_dot_admin__pb2.FaultList.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -132,6 +184,87 @@ class Admin:
             '/htcpool.v1.Admin/Shutdown',
             htcpool_dot_admin__pb2.ShutdownRequest.SerializeToString,
             htcpool_dot_common__pb2.Empty.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetFaultPlan(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/htcpool.v1.Admin/SetFaultPlan',
+            htcpool_dot_admin__pb2.FaultPlan.SerializeToString,
+            htcpool_dot_admin__pb2.FaultList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ClearFaults(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/htcpool.v1.Admin/ClearFaults',
+            htcpool_dot_admin__pb2.ClearFaultsRequest.SerializeToString,
+            htcpool_dot_admin__pb2.FaultList.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListFaults(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/htcpool.v1.Admin/ListFaults',
+            htcpool_dot_common__pb2.Empty.SerializeToString,
+            htcpool_dot_admin__pb2.FaultList.FromString,
             options,
             channel_credentials,
             insecure,

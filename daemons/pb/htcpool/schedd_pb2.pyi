@@ -35,14 +35,24 @@ CLAIM_LOST: ClaimEventKind
 CLAIM_READY: ClaimEventKind
 
 class SubmitRequest(_message.Message):
-    __slots__ = ("submit_description", "submit_file", "owner")
+    __slots__ = ("submit_description", "submit_file", "owner", "queue_items")
     SUBMIT_DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     SUBMIT_FILE_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ITEMS_FIELD_NUMBER: _ClassVar[int]
     submit_description: str
     submit_file: str
     owner: str
-    def __init__(self, submit_description: _Optional[str] = ..., submit_file: _Optional[str] = ..., owner: _Optional[str] = ...) -> None: ...
+    queue_items: _containers.RepeatedCompositeFieldContainer[QueueItems]
+    def __init__(self, submit_description: _Optional[str] = ..., submit_file: _Optional[str] = ..., owner: _Optional[str] = ..., queue_items: _Optional[_Iterable[_Union[QueueItems, _Mapping]]] = ...) -> None: ...
+
+class QueueItems(_message.Message):
+    __slots__ = ("line", "items")
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    line: int
+    items: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, line: _Optional[int] = ..., items: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SubmitReply(_message.Message):
     __slots__ = ("cluster_id", "count")

@@ -1,0 +1,1 @@
+"""Fuzzing htcpool: hypothesis strategies, targets, and campaigns (htcpool bench fuzz)."""

@@ -1,0 +1,286 @@
+"""Each fault kind on a small real pool: the fault acts, and every job still completes exactly once.
+
+Leases are short (ALIVE_INTERVAL 20 x MAX_CLAIM_ALIVES_MISSED 3 = 60 pool s, 0.6 s of
+wall time at TIME_SCALE 100) so a fault outlives a claim within a second or two.
+"""
+from __future__ import annotations
+
+import signal
+
+import aiohttp
+
+from daemons.cli.client import PoolClient, wait_for
+from daemons.core.fault_admin import fault_to_pb
+from daemons.core.faults import Fault
+
+from .conftest import PSLOT, SLEEP, attr, wait_jobs, wait_slots
+
+SHORT_LEASE = "ALIVE_INTERVAL = 20\nMAX_CLAIM_ALIVES_MISSED = 3\n"
+
+
+def _ids(jobs) -> list[str]:
+    return sorted(f"{attr(j, 'ClusterId')}.{attr(j, 'ProcId')}" for j in jobs)
+
+
+async def _all_once(c: PoolClient, n: int, timeout_s: float = 120.0) -> list:
+    """Wait for n jobs in the history; check each is there once, Completed, and the queue is empty."""
+    history = await wait_jobs(c, "true", n, history=True, timeout_s=timeout_s)
+    assert len(history) == n and len(set(_ids(history))) == n, _ids(history)
+    assert {attr(j, "JobStatus") for j in history} == {4}
+    assert not await c.jobs("true")
+    return history
+
+
+async def _metric(url: str, name: str) -> str:
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{url}/metrics") as r:
+            return "\n".join(line for line in (await r.text()).splitlines() if name in line)
+
+
+async def test_a_fault_plan_from_the_config_acts_at_start_and_clears_at_run_time(make_pool):
+    pool = make_pool("NUM_CPUS = 1\n" 'SCHEDD_FAULT_PLAN = id=nosubmit method=Submit abort=UNAVAILABLE\n')
+    schedd = pool.daemons["schedd"]
+    async with pool.client() as c:
+        await wait_slots(c, 1)
+        import grpc
+        try:
+            await c.submit(SLEEP.format(seconds=5, n=1), "one.sub", "alice")
+            raise AssertionError("the submit went through a fault that aborts every Submit")
+        except grpc.aio.AioRpcError as e:
+            assert e.code() == grpc.StatusCode.UNAVAILABLE and "fault nosubmit" in e.details()
+        listed = await c.list_faults(schedd.address)
+        assert [(s.fault.id, s.fault.kind, s.fired) for s in listed.faults] == [("nosubmit", "abort", 1)]
+        assert 'fault="nosubmit"' in await _metric(schedd.info["status_url"], "faults_fired_total")
+        assert "FAULT nosubmit fired on call Schedd.Submit" in (pool.state_dir / "log" / "SchedLog").read_text()
+        # The negotiator's calls are not the Submit method: the pool still negotiates.
+        assert not (await c.clear_faults(schedd.address)).faults
+        await c.submit(SLEEP.format(seconds=5, n=2), "two.sub", "alice")
+        await _all_once(c, 2)
+
+
+async def test_delayed_negotiation_messages_keep_their_order_and_every_job_runs_once(make_pool):
+    pool = make_pool("NUM_CPUS = 4\n" + PSLOT)
+    schedd = pool.daemons["schedd"]
+    async with pool.client() as c:
+        await wait_slots(c, 1)
+        await c.set_faults(schedd.address, [fault_to_pb(Fault("slow", method="Negotiate", delay_s=5.0,
+                                                              jitter_s=5.0, percent=50.0))])
+        await c.submit(SLEEP.format(seconds=30, n=12), "twelve.sub", "alice")
+        await _all_once(c, 12)
+        assert (await c.list_faults(schedd.address)).faults[0].fired > 0
+
+
+async def test_dropped_keepalives_end_the_claims_and_the_jobs_run_again_once(make_pool):
+    pool = make_pool("NUM_CPUS = 2\n" + PSLOT + SHORT_LEASE)
+    startd = pool.daemons["startd1"]
+    async with pool.client() as c:
+        await wait_slots(c, 1)
+        await c.submit(SLEEP.format(seconds=200, n=2), "two.sub", "bob")
+        await wait_jobs(c, "JobStatus == 2", 2)
+        now = await c.pool_now()
+        # For 300 pool seconds the startd hears no keepalive: its leases (60 s) lapse.
+        await c.set_faults(startd.address, [fault_to_pb(Fault("nokeepalive", method="KeepAlive", drop=True,
+                                                              peer="schedd", stop=now + 300.0))])
+        history = await _all_once(c, 2)
+        assert max(attr(j, "NumJobStarts") for j in history) >= 2
+        log = (pool.state_dir / "log" / "StartLog").read_text()
+        assert "FAULT nokeepalive fired on call Startd.KeepAlive" in log
+        assert "lease" in log.lower()
+
+
+async def test_a_startd_clock_jumped_past_the_lease_and_the_jobs_still_complete_once(make_pool):
+    """Found by fault injection: the startd dropped news of a job as "older than a lease" by
+    its pool-time stamp, so after its clock jumped an hour ahead the exits of jobs that
+    were still running (their claims kept alive) were thrown away, and the jobs stayed
+    Running at the schedd forever. Whether the jump first makes the running claims look
+    expired (and the jobs run again) or a keepalive renews them in time, each job
+    completes once."""
+    pool = make_pool("NUM_CPUS = 2\n" + PSLOT + SHORT_LEASE)
+    startd = pool.daemons["startd1"]
+    async with pool.client() as c:
+        await wait_slots(c, 1)
+        await c.submit(SLEEP.format(seconds=300, n=2), "two.sub", "carol")
+        await wait_jobs(c, "JobStatus == 2", 2)
+        reply = await c.set_faults(startd.address, [fault_to_pb(Fault("jump", clock_offset_s=3600.0))])
+        assert reply.pool_time - reply.true_pool_time > 3590.0
+        await _all_once(c, 2)
+        healed = await c.clear_faults(startd.address)
+        assert abs(healed.pool_time - healed.true_pool_time) < 1.0
+        # And after the clock is healed (a jump back an hour), the pool still runs jobs.
+        await c.submit(SLEEP.format(seconds=100, n=2), "two.sub", "carol")
+        await _all_once(c, 4)
+
+
+async def test_a_job_exit_held_up_longer_than_a_lease_still_completes_the_job(make_pool):
+    """Found by fault injection: news of a job's exit that could not reach the schedd for
+    longer than a claim lease was dropped, though the schedd kept the claim alive all the
+    while (only ClaimEvents failed); the job then stayed Running at the schedd forever."""
+    pool = make_pool("NUM_CPUS = 1\n" + PSLOT + SHORT_LEASE)
+    schedd = pool.daemons["schedd"]
+    async with pool.client() as c:
+        await wait_slots(c, 1)
+        now = await c.pool_now()
+        # The startd's reports are lost for 400 pool seconds (six leases); keepalives are not.
+        await c.set_faults(schedd.address, [fault_to_pb(Fault("noevents", method="ClaimEvents", drop=True,
+                                                              stop=now + 400.0))])
+        await c.submit(SLEEP.format(seconds=20, n=1), "one.sub", "heidi")
+        [job] = await _all_once(c, 1)
+        assert attr(job, "NumJobStarts") == 1
+        assert (await c.list_faults(schedd.address)).faults[0].fired >= 1
+
+
+async def test_a_paused_startd_loses_its_claims_and_the_other_startds_keep_theirs(make_pool):
+    """Found by fault injection: the schedd's keepalive round waited for every startd, so
+    one frozen startd (its calls hang until their 10 s deadline) held up the keepalives of
+    all the others, whose claims lapsed again and again while it was frozen."""
+    pool = make_pool("NUM_CPUS = 1\n" + SHORT_LEASE, startds=2)
+    async with pool.client() as c:
+        await wait_slots(c, 2)
+        await c.submit(SLEEP.format(seconds=150, n=3), "three.sub", "dave")
+        running = await wait_jobs(c, "JobStatus == 2", 2)
+        frozen = [j for j in running if "exec1" in str(attr(j, "RemoteHost"))]
+        healthy = _ids(j for j in running if "exec2" in str(attr(j, "RemoteHost")))
+        assert len(frozen) == 1 and len(healthy) == 1
+        cluster, proc = attr(frozen[0], "ClusterId"), attr(frozen[0], "ProcId")
+        pool.pause("startd1")
+        try:
+            # The schedd gives up on the frozen startd's claim once its lease has passed.
+            async def given_up():
+                j = await c.jobs(f"ClusterId == {cluster} && ProcId == {proc}")
+                return j and attr(j[0], "JobStatus") == 1
+            await wait_for(given_up, timeout_s=60, what=f"job {cluster}.{proc} to leave the frozen startd")
+        finally:
+            pool.resume("startd1")
+        history = await _all_once(c, 3)
+        starts = {f"{attr(j, 'ClusterId')}.{attr(j, 'ProcId')}": attr(j, "NumJobStarts") for j in history}
+        assert starts[f"{cluster}.{proc}"] >= 2
+        # The job on the healthy startd ran once, undisturbed.
+        assert starts[healthy[0]] == 1
+        assert "has not answered a keepalive" in (pool.state_dir / "log" / "SchedLog").read_text()
+
+
+async def test_a_partitioned_startd_comes_back_and_nothing_runs_twice(make_pool):
+    pool = make_pool("NUM_CPUS = 1\n" + SHORT_LEASE, startds=2)
+    startd1, schedd = pool.daemons["startd1"], pool.daemons["schedd"]
+    async with pool.client() as c:
+        await wait_slots(c, 2)
+        await c.submit(SLEEP.format(seconds=150, n=3), "three.sub", "erin")
+        await wait_jobs(c, "JobStatus == 2", 2)
+        now = await c.pool_now()
+        # Both directions between startd1 and the schedd, in startd1's own layers.
+        await c.set_faults(startd1.address, [
+            fault_to_pb(Fault("in", drop=True, peer="schedd", stop=now + 400.0)),
+            fault_to_pb(Fault("out", side="client", drop=True, peer=schedd.address, stop=now + 400.0))])
+        history = await _all_once(c, 3)
+        assert max(attr(j, "NumJobStarts") for j in history) >= 2
+        fired = {s.fault.id: s.fired for s in (await c.list_faults(startd1.address)).faults}
+        assert fired["in"] > 0 and fired["out"] > 0
+
+
+async def test_a_negotiator_killed_in_the_middle_of_a_cycle(make_pool):
+    pool = make_pool("NUM_CPUS = 8\n" + PSLOT)
+    schedd = pool.daemons["schedd"]
+    async with pool.client() as c:
+        await wait_slots(c, 1)
+        # Hold every negotiation message at the schedd, so a cycle is under way for a while.
+        await c.set_faults(schedd.address, [fault_to_pb(Fault("hold", method="Negotiate", delay_s=300.0))])
+        await c.submit(SLEEP.format(seconds=20, n=8), "eight.sub", "frank")
+
+        async def mid_cycle():
+            return any(s.active for s in (await c.list_faults(schedd.address)).faults)
+        await wait_for(mid_cycle, timeout_s=30, what="a negotiation cycle to reach the schedd")
+        pool.kill("negotiator", signal.SIGKILL)
+        await c.clear_faults(schedd.address)
+        pool.restart("negotiator")
+        history = await _all_once(c, 8)
+        assert all(attr(j, "NumJobStarts") == 1 for j in history)
+
+
+async def test_graceful_restarts_and_kills_of_every_daemon_lose_nothing(make_pool):
+    pool = make_pool("NUM_CPUS = 4\n" + PSLOT + SHORT_LEASE)
+    async with pool.client() as c:
+        await wait_slots(c, 1)
+        await c.submit(SLEEP.format(seconds=100, n=10), "ten.sub", "grace")
+        await wait_jobs(c, "JobStatus == 2", 2)
+        for key, sig in (("schedd", signal.SIGTERM), ("collector", signal.SIGKILL), ("startd1", signal.SIGTERM),
+                         ("schedd", signal.SIGKILL), ("negotiator", signal.SIGTERM)):
+            pool.kill(key, sig)
+            pool.restart(key)
+        await _all_once(c, 10, timeout_s=180)
+
+
+async def test_a_schedd_down_longer_than_a_lease_still_hears_its_job_finished(make_pool):
+    """Found by fault injection: a startd dropped the news of a job's exit once the claim's
+    lease had lapsed while the schedd was down, and a restarted schedd first heard from the
+    startd's KeepAlive that the claim was gone: it ran the finished job again. A startd now
+    keeps exit news and delivers it before it answers that schedd's KeepAlive."""
+    pool = make_pool("NUM_CPUS = 1\n" + PSLOT + SHORT_LEASE)
+    log = pool.state_dir / "log" / "StartLog"
+    async with pool.client() as c:
+        await wait_slots(c, 1)
+        await c.submit(SLEEP.format(seconds=20, n=1), "one.sub", "ivan")
+        await wait_jobs(c, "JobStatus == 2", 1)
+        pool.kill("schedd", signal.SIGKILL)
+
+        async def exited_and_lapsed():
+            text = log.read_text()
+            return "job 1.0 exited" in text and "claim lease expired" in text
+        await wait_for(exited_and_lapsed, timeout_s=60, what="the job to end and its claim to lapse")
+        lapsed = await c.pool_now()
+
+        async def two_more_leases():
+            return await c.pool_now() > lapsed + 2 * 60.0
+        await wait_for(two_more_leases, timeout_s=30, what="two more claim leases of pool time")
+        pool.restart("schedd")
+        [job] = await _all_once(c, 1)
+        assert attr(job, "NumJobStarts") == 1
+
+
+async def test_the_job_queue_log_is_compacted_while_the_schedd_runs(make_pool):
+    """Found by fault injection: the job queue log was compacted only at start-up, so a
+    schedd killed late in a long run replayed every change since (100,817 log entries for
+    2,000 jobs: four wall seconds of start-up). QUEUE_CLEAN_INTERVAL now compacts it as
+    HTCondor's schedd does, and a restart after a compaction restores the same queue."""
+    from daemons.pb.htcpool import schedd_pb2
+    pool = make_pool("NUM_CPUS = 1\nSTART = False\nQUEUE_CLEAN_INTERVAL = 60\n")
+    log = pool.state_dir / "spool" / "job_queue.log"
+    async with pool.client() as c:
+        await wait_slots(c, 1)
+        await c.submit(SLEEP.format(seconds=10, n=5), "five.sub", "judy")
+        for i in range(40):
+            await c.act(schedd_pb2.EDIT, ["1.3"], edits={"Tries": str(i)})
+        edited = len(log.read_text().splitlines())
+
+        async def compacted():
+            return "rewritten" in (pool.state_dir / "log" / "SchedLog").read_text() \
+                and len(log.read_text().splitlines()) < edited
+        await wait_for(compacted, timeout_s=30, what="the job queue log to be rewritten")
+        pool.kill("schedd", signal.SIGKILL)
+        pool.restart("schedd")
+        jobs = await wait_jobs(c, "true", 5)
+        assert sorted(_ids(jobs)) == ["1.0", "1.1", "1.2", "1.3", "1.4"]
+        assert [attr(j, "Tries") for j in jobs if attr(j, "ProcId") == 3] == [39]
+
+
+async def test_a_negotiate_stream_that_fails_before_it_starts_costs_only_its_session(make_pool):
+    """Found by fault injection: when the negotiator's Negotiate call to a schedd failed
+    before its first message (here a client fault; a connection refused does the same), the
+    write raised InvalidStateError ("RPC already finished"), which aborted the whole
+    negotiation cycle with a traceback, cycle after cycle, instead of failing that session."""
+    pool = make_pool("NUM_CPUS = 2\n" + PSLOT)
+    negotiator = pool.daemons["negotiator"]
+    async with pool.client() as c:
+        await wait_slots(c, 1)
+        await c.set_faults(negotiator.address, [fault_to_pb(Fault("nostream", side="client", method="Negotiate",
+                                                                  abort="UNAVAILABLE"))])
+        await c.submit(SLEEP.format(seconds=10, n=2), "two.sub", "kim")
+        log = pool.state_dir / "log" / "NegotiatorLog"
+
+        async def failed_sessions():
+            return log.read_text().count("Negotiation with kim@testhost") >= 2
+        await wait_for(failed_sessions, timeout_s=30, what="two failed negotiation sessions")
+        text = log.read_text()
+        assert "Traceback" not in text and "Aborting negotiation cycle" not in text
+        assert "failed: UNAVAILABLE" in text
+        await c.clear_faults(negotiator.address)
+        await _all_once(c, 2)
