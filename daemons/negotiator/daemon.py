@@ -39,7 +39,7 @@ from daemons.negotiator.cycle import ERROR, Cycle, Session, Submitter
 from daemons.negotiator.matchmaker import Matchmaker, SlotCache
 from daemons.negotiator.preemption import Preemption
 from daemons.negotiator.significant import SignificantAttributes
-from daemons.negotiator.streams import Outgoing, ScheddError, ScheddStream
+from daemons.negotiator.streams import Outgoing, ScheddError, ScheddStream, ended_call_error
 from daemons.negotiator.slotads import SlotView
 from daemons.pb.htcpool import negotiator_pb2_grpc, schedd_pb2, schedd_pb2_grpc
 
@@ -449,6 +449,10 @@ class NegotiatorDaemon(Daemon):
             except Exception:
                 pass
             out.log_lines(session.take_lines())
+            if isinstance(e, asyncio.InvalidStateError):
+                # Written to or read after the call had ended (it failed before or while we
+                # wrote): the call's own status says why, and is what the log should show.
+                e = await ended_call_error(call)
             call.cancel()
             return self._failed(session, rec, e)
         return session.result()

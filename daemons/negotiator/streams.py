@@ -70,3 +70,14 @@ class ScheddStream:
                     pass
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
             pass
+
+
+async def ended_call_error(call) -> grpc.aio.AioRpcError:
+    """The status a finished call ended with, as the error its reads and writes stand for."""
+    try:
+        code, details = await call.code(), await call.details()
+    except Exception:
+        code, details = grpc.StatusCode.UNKNOWN, ""
+    if code == grpc.StatusCode.OK:
+        code, details = grpc.StatusCode.CANCELLED, "the stream ended"
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details or "RPC already finished")
