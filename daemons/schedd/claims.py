@@ -240,7 +240,6 @@ class ClaimsMixin:
         accepted = 0
         finished: list[Job] = []
         freed: list[ScheddClaim] = []
-        lost: list[tuple[ScheddClaim, str]] = []
         for ev in events:
             claim = self.claims.get(ev.claim_id)
             if claim is not None and claim.pending:
@@ -257,12 +256,9 @@ class ClaimsMixin:
                 continue
             job = self.queue.get(ev.job_id)
             if job is None or job.status != RUNNING or job.attrs.get("ClaimId") != _quote(ev.claim_id):
-                # A duplicate, or news of a claim this schedd has already given up; or the
-                # startd lost a claim whose job it names no longer (its exit report lost, the
-                # claim idle at the startd): whatever job runs on the claim here is gone too,
-                # and must not stay Running with no claim to keep alive.
-                if claim is not None and ev.kind == schedd_pb2.CLAIM_LOST:
-                    lost.append((claim, ev.reason or "claim lost"))
+                # A duplicate, or news of a claim this schedd has already given up.
+                if claim is not None and ev.kind != schedd_pb2.JOB_EXITED:
+                    self.claims.pop(claim.id, None)
                 continue
             accepted += 1
             t = int(ev.pool_time)
@@ -304,8 +300,6 @@ class ClaimsMixin:
         self.write_history()
         if finished:
             crashpoint("schedd.completion.after_history")
-        for claim, why in lost:
-            await self._claim_lost(claim, why)
         for claim in freed:
             self.spawn(self._after_job(claim), f"schedd:after:{claim.slot_name}")
         self.trigger("advertise")
