@@ -179,7 +179,8 @@ def test_configuration_rows_of_the_table(tmp_path):
             cfg = tmp_path / f"{name}.conf"
             cfg.write_text("COLLECTOR_HOST = 127.0.0.1:1\n" + text)
             # (Without HTCPOOL_LOG_STDERR=0 the daemon's log also goes to stderr, as a foreground daemon's does.)
-            r = htcpool("daemon", "startd", "--config", str(cfg), timeout=60, env={"HTCPOOL_LOG_STDERR": "0"})
+            r = htcpool("daemon", "startd", "--config", str(cfg), timeout=60,
+                        env={"HTCPOOL_LOG_STDERR": "0", "_CONDOR_LOCAL_DIR": str(tmp_path / name)})
             assert r.returncode == 2, (name, r.stderr)
             assert says in r.stderr, (name, r.stderr)
             assert len(r.stderr.strip().splitlines()) == 1, (name, r.stderr)
