@@ -231,6 +231,11 @@ def ad_items(ad: classad2.ClassAd, text: str | None = None) -> list[tuple[str, s
 _ATTR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+def is_attr_name(name: str) -> bool:
+    """A plain ClassAd attribute name (no quoting needed), bounded in length."""
+    return len(name) <= 256 and _ATTR_NAME.fullmatch(name) is not None
+
+
 def has(ad: classad2.ClassAd, attr: str) -> bool:
     """`attr in ad`, for any string: classad2 raises on some (an embedded NUL)."""
     try:

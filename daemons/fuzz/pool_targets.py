@@ -285,7 +285,11 @@ class PoolFuzzer:
         if code == grpc.StatusCode.OK:
             return "accepted", ""
         if code in REFUSALS:
-            problem = await self._changed_by_refusal(target, before)
+            try:
+                problem = await self._changed_by_refusal(target, before)
+            except grpc.aio.AioRpcError as e:
+                # The pool cannot even say what it holds now: that is the input's doing too.
+                return "error", f"{detail}; then the check of what it changed failed: {e.code().name}: {e.details()}"
             return ("error", f"{detail}; but {problem}") if problem else ("refused", "")
         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
             return "hang", detail

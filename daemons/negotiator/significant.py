@@ -7,7 +7,7 @@ policy expressions (PREEMPTION_REQUIREMENTS, PREEMPTION_RANK, NEGOTIATOR_PRE_JOB
 NEGOTIATOR_POST_JOB_RANK, and NEGOTIATOR_JOB_CONSTRAINT) evaluated against a sample
 machine ad. Names that are never job attributes are removed: HTCondor's own list
 (CurrentTime and the priority and usage figures the negotiator inserts) and the
-machine-local names DESIGN.md lists (SlotID, PartitionableSlot, RemoteUser*,
+machine-local names a slot carries about itself (SlotID, PartitionableSlot, RemoteUser*,
 Slot<N>_*). The result is sorted case-insensitively; a schedd receives it as its
 AutoClusterAttrs list.
 
@@ -26,7 +26,7 @@ REMOVED = frozenset(n.lower() for n in (
     # HTCondor's list
     "CurrentTime", "RemoteUserPrio", "RemoteUserResourcesInUse", "RemoteGroupResourcesInUse", "SubmittorPrio",
     "SubmitterUserPrio", "SubmitterUserResourcesInUse", "SubmitterGroupResourcesInUse",
-    # machine-local names (DESIGN.md)
+    # machine-local names: a slot's facts about itself, never a job's
     "SlotID", "PartitionableSlot", "DynamicSlot", "RemoteOwner", "RemoteUser",
 ))
 _MACHINE_LOCAL = re.compile(r"^(RemoteUser|Slot\d+_)", re.IGNORECASE)

@@ -1,6 +1,6 @@
 """Autoclustering: jobs that are identical for matchmaking share an id. Pure.
 
-HTCondor's scheme (seed 000, seed 002, DESIGN.md "The negotiation cycle" step 3):
+HTCondor's scheme (the third step of a negotiation cycle, as the schedd prepares its requests):
 - the significant list is the negotiator's significant attributes, then Requirements,
   Rank and ConcurrencyLimits, then ADD_SIGNIFICANT_ATTRIBUTES, minus
   REMOVE_SIGNIFICANT_ATTRIBUTES; SIGNIFICANT_ATTRIBUTES, if set, replaces all of it;

@@ -110,6 +110,14 @@ class ScheddService(pb_grpc.ScheddServicer):
         async for msg in request_iterator:
             kind = msg.WhichOneof("msg")
             if kind == "start":
+                bad = next((a for a in msg.start.significant_attrs if not ads.is_attr_name(a)), None)
+                if bad is not None:
+                    # It would become part of every job's AutoClusterAttrs: one bad name and
+                    # no job ad could be printed again. Refused before anything changes.
+                    async for _ in request_iterator:
+                        pass
+                    await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                        f"significant attribute {bad[:80]!r} is not a ClassAd attribute name")
                 session = self.d.begin_negotiation(msg.start.submitter, msg.start.cycle,
                                                    list(msg.start.significant_attrs), msg.start.job_constraint)
                 continue

@@ -14,7 +14,7 @@ import pytest
 from daemons.cli.client import PoolClient, wait_for
 from daemons.cli.pool import LocalPool
 from daemons.core import ads
-from daemons.pb.htcpool import collector_pb2, collector_pb2_grpc, common_pb2, startd_pb2
+from daemons.pb.htcpool import collector_pb2, collector_pb2_grpc, common_pb2, schedd_pb2, schedd_pb2_grpc, startd_pb2
 
 from .conftest import htcpool, wait_slots
 
@@ -355,3 +355,27 @@ async def test_a_constraint_that_costs_seconds_per_ad_is_stopped_by_its_budget(m
             assert "_QUERY_MAX_WORKTIME" in e.value.details()
         assert len(await c.ads("Machine")) == 16 and len(await c.jobs()) == 16
         await all_answer(pool, c)
+
+
+async def test_a_significant_attribute_that_is_not_a_name_is_refused(make_pool):
+    """Found by a 30-minute fuzz run: a Negotiate stream (as the pool's own identity) whose
+    start named a significant attribute with a NUL in it was taken into every job's
+    AutoClusterAttrs, and from then on no job ad could be printed: every query and every
+    negotiation failed INTERNAL. The schedd refuses such a start and changes nothing."""
+    pool = make_pool("NUM_CPUS = 1\nSTART = False\n")
+    async with pool.client("condor") as c:
+        await c.submit("executable = /bin/sleep\nqueue 2\n", "two.sub", "alice")
+        stub = schedd_pb2_grpc.ScheddStub(c.channels.get(pool.daemons["schedd"].address))
+        for bad in ("Bad\0Name", "Not A Name", "x" * 300):
+            call = stub.Negotiate(timeout=30)
+            await call.write(schedd_pb2.NegotiatorMessage(start=schedd_pb2.NegotiateStart(
+                submitter="alice@testhost", cycle=1, significant_attrs=["RequestCpus", bad])))
+            await call.done_writing()
+            with pytest.raises(grpc.aio.AioRpcError) as e:
+                while await call.read() is not grpc.aio.EOF:
+                    pass
+                pytest.fail(f"a start naming {bad!r} was accepted")
+            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (bad, e.value.details())
+            assert "is not a ClassAd attribute name" in e.value.details()
+        jobs = await c.jobs()
+        assert len(jobs) == 2 and all("\0" not in str(j.get("AutoClusterAttrs", "")) for j in jobs)

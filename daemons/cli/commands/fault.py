@@ -73,31 +73,28 @@ async def resolve(client, spec: str, args: argparse.Namespace) -> list[Target]:
     return sorted(out, key=lambda t: (ROLES.index(t.role) if t.role in ROLES else 99, t.name))
 
 
-def _local_keys(args: argparse.Namespace) -> dict[str, str]:
-    """pool.json's keys (startd2, ...) and addresses, when this pool is the local one."""
+def _local_daemons(args: argparse.Namespace) -> dict[str, dict]:
+    """pool.json's daemons, when this pool is the local one (no --pool); else none."""
     if getattr(args, "pool", None):
         return {}
     from daemons.cli.pool import PoolError, load_state
     try:
-        state = load_state(state_dir(args))
+        return load_state(state_dir(args)).get("daemons", {})
     except (PoolError, ValueError, OSError):
         return {}
-    return {k: v.get("address", "") for k, v in state.get("daemons", {}).items()
+
+
+def _local_keys(args: argparse.Namespace) -> dict[str, str]:
+    """pool.json's keys (startd2, ...) and addresses, when this pool is the local one."""
+    return {k: v.get("address", "") for k, v in _local_daemons(args).items()
             if v.get("address") and v.get("state", "running") != "off"}
 
 
 def _local_netns(args: argparse.Namespace) -> dict[str, str]:
     """address -> network namespace, for the local pool's daemons started in one."""
-    if getattr(args, "pool", None):
-        return {}
-    from daemons.cli.pool import PoolError, load_state
     from daemons.harness.netfaults import namespace_of
-    try:
-        state = load_state(state_dir(args))
-    except (PoolError, ValueError, OSError):
-        return {}
     out = {}
-    for v in state.get("daemons", {}).values():
+    for v in _local_daemons(args).values():
         ns = namespace_of(v.get("args") or [])
         if ns and v.get("address"):
             out[v["address"]] = ns
