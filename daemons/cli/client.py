@@ -9,6 +9,7 @@ import classad2
 import grpc
 
 from daemons.core import ads
+from daemons.core.clock import CLOCK_SEGMENT_ATTRS, PoolClock, segment_from
 from daemons.core.collector_client import CollectorClient
 from daemons.core.rpc import Channels
 from daemons.core.security.layer import TokenLayer
@@ -56,23 +57,44 @@ class PoolClient:
         texts = await self.collector.query(my_type, constraint, projection, give_up_after_s=5.0)
         return [ads.parse_ad(t) for t in texts]
 
+    async def _clock_ad(self) -> classad2.ClassAd | None:
+        found = await self.ads("Collector", projection=["PoolEpoch", "TimeScale", *CLOCK_SEGMENT_ATTRS])
+        return found[0] if found else None
+
     async def pool_now(self) -> float:
         """The pool's clock, from the collector's: the segment it runs on now (the lag policy
         may have changed the scale), else its PoolEpoch and TimeScale."""
-        found = await self.ads("Collector", projection=["PoolEpoch", "TimeScale", "HtcpoolClockWall",
-                                                        "HtcpoolClockPool", "HtcpoolClockScale"])
-        if found:
-            a = found[0]
-            wall, pool, scale = (ads.get(a, k) for k in ("HtcpoolClockWall", "HtcpoolClockPool", "HtcpoolClockScale"))
+        a = await self._clock_ad()
+        if a is not None:
+            seg = segment_from(lambda k: ads.get(a, k))
             now = time.time()
             current = ads.get(a, "TimeScale")
-            if all(isinstance(v, (int, float)) for v in (wall, pool, scale, current)):
+            if seg is not None and isinstance(current, (int, float)):
                 # Before an announced switch the clock still runs at the current scale.
-                return pool + (now - wall) * (scale if now >= wall else current)
+                return seg.pool + (now - seg.wall) * (seg.scale if now >= seg.wall else current)
             epoch, scale = ads.get(a, "PoolEpoch"), current
             if isinstance(epoch, (int, float)) and isinstance(scale, (int, float)):
                 return epoch + (now - epoch) * scale
         return time.time()
+
+    async def follow_clock(self, clock: PoolClock) -> None:
+        """Adopt the collector's clock segment: when the lag policy slows the pool, a clock
+        kept here (an experiment's sampler) must slow with it, or it would sample the pool
+        at pool times the pool has not reached."""
+        a = await self._clock_ad()
+        seg = segment_from(lambda k: ads.get(a, k)) if a is not None else None
+        if seg is not None and seg != clock.latest() and seg.scale != clock.latest().scale:
+            clock.follow(seg)
+
+    async def keep_following(self, clock: PoolClock, every_s: float = 0.3) -> None:
+        """follow_clock until cancelled (a task beside the sampler); a sleep on `clock` that
+        woke early because the scale fell re-arms itself from the new segment."""
+        while True:
+            try:
+                await self.follow_clock(clock)
+            except Exception:
+                pass              # a collector outage is the experiment's to notice, not this task's
+            await asyncio.sleep(every_s)
 
     async def daemon_address(self, my_type: str, name: str | None = None) -> str:
         constraint = f"Name == {ads.literal(name)}" if name else ""

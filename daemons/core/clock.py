@@ -46,6 +46,19 @@ class Segment:
         return self.wall + (pool - self.pool) / self.scale
 
 
+# The collector's ad carries the segment every daemon (and every client that keeps pool
+# time, such as an experiment's sampler) follows.
+CLOCK_SEGMENT_ATTRS = ("HtcpoolClockWall", "HtcpoolClockPool", "HtcpoolClockScale")
+
+
+def segment_from(get: Callable[[str], object]) -> Segment | None:
+    """The clock segment a collector ad announces (`get` looks up an attribute), or None."""
+    wall, pool, scale = (get(a) for a in CLOCK_SEGMENT_ATTRS)
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (wall, pool, scale)) and scale > 0:
+        return Segment(float(wall), float(pool), float(scale))
+    return None
+
+
 @dataclass
 class PoolClock:
     scale: float = 1.0

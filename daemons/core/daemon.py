@@ -25,7 +25,7 @@ from typing import Any, Awaitable, Callable, Coroutine
 import grpc
 
 from daemons.core import ads
-from daemons.core.clock import PoolClock, Segment
+from daemons.core.clock import CLOCK_SEGMENT_ATTRS, PoolClock, segment_from
 from daemons.core.collector_client import CollectorClient
 from daemons.core.common import CommonConfig
 from daemons.core.fault_layer import FaultClientLayer, FaultInjector
@@ -43,7 +43,7 @@ VERSION = "0.1.0"
 # collector gives of a change of scale, so that every daemon switches at the same instant.
 FOLLOW_CLOCK_S = 0.3
 FOLLOW_GIVE_UP_S = 10.0
-CLOCK_ATTRS = ["HtcpoolClockWall", "HtcpoolClockPool", "HtcpoolClockScale", "HtcpoolLagStop", "HtcpoolPoolLagWall"]
+CLOCK_ATTRS = [*CLOCK_SEGMENT_ATTRS, "HtcpoolLagStop", "HtcpoolPoolLagWall"]
 
 
 @dataclass
@@ -474,9 +474,8 @@ class Daemon:
                     continue
 
     def _adopt_clock(self, ad) -> None:
-        wall, pool, scale = (ads.get(ad, a) for a in CLOCK_ATTRS[:3])
-        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (wall, pool, scale)) and scale > 0:
-            seg = Segment(float(wall), float(pool), float(scale))
+        seg = segment_from(lambda a: ads.get(ad, a))
+        if seg is not None:
             if seg != self.clock.latest() and seg.scale != self.clock.latest().scale:
                 self.log.warning("pool clock: TIME_SCALE %g -> %g from pool time %.0f (the collector's lag policy)",
                                  self.clock.latest().scale, seg.scale, seg.pool)

@@ -13,7 +13,7 @@ import urllib.request
 from daemons.cli.client import wait_for
 from daemons.cli.pool import LocalPool
 from daemons.core import ads
-from daemons.core.clock import Segment
+from daemons.core.clock import PoolClock, Segment
 
 from .conftest import FAST, SLEEP, attr, wait_jobs
 
@@ -66,6 +66,9 @@ def test_slow_policy_slows_every_daemon_at_one_instant_and_jobs_keep_their_durat
 
     async def main():
         async with pool.client() as c:
+            # A clock kept outside the pool (an experiment's sampler) that follows the collector.
+            mine = PoolClock(scale=100.0, epoch=pool.epoch)
+            follower = asyncio.create_task(c.keep_following(mine))
             # A job that runs across the change: its run time must be its duration in pool seconds.
             await c.submit(SLEEP.format(seconds=1200, n=1), "lag.sub")
 
@@ -88,6 +91,12 @@ def test_slow_policy_slows_every_daemon_at_one_instant_and_jobs_keep_their_durat
                 reply = await c.ping(d.address)
                 after = time.time()
                 assert seg.pool_at(before) - 0.01 <= reply.pool_time <= seg.pool_at(after) + 0.01, key
+
+            async def followed():
+                return mine.current().scale == 25.0 and mine.changes == 1
+            await wait_for(followed, timeout_s=30, interval_s=0.1, what="the client's clock at TIME_SCALE 25")
+            assert abs(mine.now() - seg.pool_at(time.time())) < 1.0
+            follower.cancel()
 
             done = await wait_jobs(c, "JobStatus == 4", 1, history=True, timeout_s=120)
             ran = attr(done[0], "RemoteWallClockTime")

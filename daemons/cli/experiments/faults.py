@@ -187,6 +187,8 @@ async def campaign(r: Run, state: Path, emit) -> None:
                 found = await c.ads("Machine", projection=["Machine"])
                 return len({str(a.lookup("Machine")) for a in found}) >= cfg.startds * cfg.machines
             await wait_for(all_machines, timeout_s=120, what=f"{cfg.startds * cfg.machines} machines")
+            # The pool may slow its clock (the lag policy): the campaign's schedule follows it.
+            follower = asyncio.create_task(c.keep_following(clock))
             t0 = clock.now()
             nem = Nemesis(pool, c, clock, t0, r, emit)
             sampling = asyncio.Event()
@@ -210,7 +212,7 @@ async def campaign(r: Run, state: Path, emit) -> None:
                 # 3.11's asyncio.wait_for when the awaited call finishes at that moment.
                 sampling.clear()
                 await asyncio.wait([sampler, submitter], timeout=10.0)
-                for t in (sampler, submitter, *r.acts):
+                for t in (sampler, submitter, follower, *r.acts):
                     t.cancel()
     finally:
         pool.stop()

@@ -67,6 +67,9 @@ POOL_CONFIG = """\
 NETWORK_HOSTNAME = farm
 UID_DOMAIN = farm
 TIME_SCALE = {time_scale:g}
+# Lag shorter than a sample interval does not show in hour-long figures; longer, the pool
+# slows its clock (the sampler follows it).
+HTCPOOL_MAX_LAG = {max_lag:g}
 NUM_CPUS = {cpus}
 MEMORY = {memory}
 SLOT_TYPE_1 = 100%
@@ -118,6 +121,7 @@ class Settings:
     warmup_hours: float
     time_scale: float
     sample_s: float
+    max_lag_s: float
     negotiator_interval: int
     setpoint: float
     propband: float
@@ -154,6 +158,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
               (args.warmup_hours >= 0, f"--warmup-hours {_g(args.warmup_hours)}: must be 0 or more"),
               (args.time_scale > 0, f"--time-scale {_g(args.time_scale)}: must be more than 0"),
               (args.sample_interval > 0, f"--sample-interval {_g(args.sample_interval)}: must be more than 0"),
+              (args.max_lag is None or args.max_lag > 0, f"--max-lag {_g(args.max_lag)}: must be more than 0"),
               (args.sc_queued >= 0 and args.mc_queued >= 0, "queue levels must be 0 or more"),
               (args.sc_hours > 0 and args.mc_hours > 0, "mean job durations must be more than 0"),
               (args.setpoint is None or args.setpoint >= 0, f"--setpoint {_g(args.setpoint)}: must be 0 or more"),
@@ -174,7 +179,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
                   singlecore_mean_s=args.sc_hours * 3600, multicore_mean_s=args.mc_hours * 3600,
                   multicore_cpus=args.cpus, delivery_mean_s=args.delivery_hours * 3600,
                   drought_mean_s=args.drought_hours * 3600, feed_interval_s=args.sample_interval)
-    return Settings(machines, args.cpus, args.hours, args.warmup_hours, args.time_scale, args.sample_interval,
+    max_lag = args.max_lag if args.max_lag is not None else args.sample_interval
+    return Settings(machines, args.cpus, args.hours, args.warmup_hours, args.time_scale, args.sample_interval, max_lag,
                     args.negotiator_interval, setpoint, propband, reset, args.lookback, args.maxtodrain,
                     args.keepgoing, args.node_choice, args.drainboss_interval,
                     args.priority, wl, args.seed, tuning)
@@ -183,7 +189,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
 def pool_config(s: Settings) -> str:
     d = s.defrag
     return POOL_CONFIG.format(
-        time_scale=s.time_scale, cpus=s.cpus, memory=s.cpus * 2048, negotiator_interval=s.negotiator_interval,
+        time_scale=s.time_scale, max_lag=s.max_lag_s, cpus=s.cpus, memory=s.cpus * 2048, negotiator_interval=s.negotiator_interval,
         priority_config=priority_config(s.priority), machines=s.machines, defrag_interval=d["interval"],
         defrag_per_hour=d["per_hour"], defrag_max_concurrent=d["max_concurrent"], defrag_max_whole=d["max_whole"],
         mc_cpus=s.cpus, drainboss_interval=s.drainboss_interval, setpoint=s.setpoint, propband=s.propband,
@@ -277,6 +283,7 @@ async def run_controller(controller: str, s: Settings, state: Path, emit) -> dic
         pool.start(timeout_s=120)
         clock = PoolClock(scale=s.time_scale, epoch=pool.epoch)
         async with pool.client() as c:
+            follower = asyncio.create_task(c.keep_following(clock))
             async def machines_up():
                 return len(await c.ads("Machine", "PartitionableSlot", ["Name"])) >= s.machines
             await wait_for(machines_up, timeout_s=120, what=f"{s.machines} machines")
@@ -311,6 +318,7 @@ async def run_controller(controller: str, s: Settings, state: Path, emit) -> dic
                     next_report += 12 * 3600
                 tick += 1
             stats = await _controller_stats(c, controller)
+            follower.cancel()
     finally:
         pool.stop()
     measured = [x for x in samples if x.t - t0 >= s.warmup_hours * 3600]
@@ -321,7 +329,9 @@ async def run_controller(controller: str, s: Settings, state: Path, emit) -> dic
     return {"controller": controller, "t0": t0, "samples": samples, "delivering": delivering,
             "summary": summary, "steady": steady, "steady_from_h": steady_from_h, "droughts": droughts,
             "submitted": dict(feeder.submitted) if feeder else {},
-            "controller_stats": stats, "lag_max_s": lag_max, "wall_s": time.monotonic() - wall0}
+            "controller_stats": stats, "lag_max_s": lag_max, "wall_s": time.monotonic() - wall0,
+            # The lag policy may have slowed the pool (the clock followed it): the slowest scale.
+            "time_scale_min": min(s.time_scale, clock.scale)}
 
 
 async def _controller_stats(c: PoolClient, controller: str) -> dict[str, Any]:
@@ -400,6 +410,11 @@ def run(args: argparse.Namespace) -> int:
     if lags:
         emit(f"warning: sampling fell behind the pool clock by up to {max(lags.values()):.0f} pool s "
              f"({', '.join(lags)}); a lower --time-scale gives steadier figures")
+    slowed = {n: r["time_scale_min"] for n, r in results.items() if r["time_scale_min"] < s.time_scale}
+    if slowed:
+        emit(f"the pool slowed itself (HTCPOOL_LAG_POLICY = slow, HTCPOOL_MAX_LAG = {s.max_lag_s:g} pool s): TIME_SCALE "
+             + ", ".join(f"{n} {s.time_scale:g} -> {v:g}" for n, v in slowed.items())
+             + "; every figure is in pool time, which the sampling followed")
     emit(f"wrote {out / 'timeseries.csv'}, {out / 'summary.csv'}, {out / 'multicore.png'}")
     if args.json:
         json_line({name: {"mc_mean": round(r["summary"].mc_mean, 2), "mc_sd": round(r["summary"].mc_sd, 2),
@@ -407,7 +422,7 @@ def run(args: argparse.Namespace) -> int:
                           "steady_from_h": round(r["steady_from_h"], 2),
                           "steady_mc_mean": round(r["steady"].mc_mean, 2), "steady_mc_sd": round(r["steady"].mc_sd, 2),
                           "steady_wastage_pct": round(r["steady"].wastage_pct, 3),
-                          "lag_max_s": round(r["lag_max_s"], 1),
+                          "lag_max_s": round(r["lag_max_s"], 1), "time_scale_min": round(r["time_scale_min"], 3),
                           "priority": s.priority, "idle_pct": round(r["summary"].idle_pct, 3),
                           "draining_mean": round(r["summary"].draining_mean, 2),
                           "samples": r["summary"].samples, "controller": r["controller_stats"],

@@ -19,6 +19,9 @@ def add_arguments(p: argparse.ArgumentParser) -> Callable[[argparse.Namespace], 
     g.add_argument("--sample-interval", type=float, default=300.0,
                    help="pool seconds between samples and queue top-ups (default 300)")
     g.add_argument("--negotiator-interval", type=int, default=300, help="NEGOTIATOR_INTERVAL (default 300)")
+    g.add_argument("--max-lag", type=float, default=None,
+                   help="HTCPOOL_MAX_LAG, pool seconds a daemon may run behind before the pool slows its "
+                        "clock (default: the sample interval; hour-long jobs do not notice less)")
     g.add_argument("--priority", choices=("group", "factor", "none"), default="group",
                    help="how multicore work is preferred: group = accounting groups and the seed's GROUP_SORT_EXPR "
                         "(default); factor = no groups, the multicore submitter's priority factor set to 250 "
