@@ -340,7 +340,7 @@ async def _controller_stats(c: PoolClient, controller: str) -> dict[str, Any]:
         keys = ("DrainSuccesses", "DrainFailures", "CancelledDrains", "DrainedMachines", "DefragPolls")
     elif controller == "drainboss":
         found = await c.ads("DrainBoss")
-        keys = ("DrainsStarted", "DrainsCancelled", "DrainFailures", "RunErrors", "DrainBossRuns")
+        keys = ("DrainsStarted", "DrainsCancelled", "DrainFailures", "RunErrors", "LastRunError", "DrainBossRuns")
     else:
         return {}
     return {k: ads.get(found[0], k) for k in keys} if found else {}
