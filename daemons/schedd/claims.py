@@ -23,6 +23,7 @@ from daemons.schedd.scheduling import ScheddClaim
 from daemons.schedd.submit import COMPLETED, IDLE, RUNNING
 
 RPC_TIMEOUT_S = 10.0
+MAX_KEEPALIVES_IN_FLIGHT = 3    # unanswered keepalives to one startd at a time
 
 
 def _strip_addr(text: str) -> str:
@@ -67,9 +68,9 @@ class ClaimsMixin:
         addr = _strip_addr(str(ads.get(slot_ad, "StartdIpAddr") or ads.get(slot_ad, "MyAddress") or ""))
         slot_name = str(ads.get(slot_ad, "Name", "?"))
         try:
-            reply = await self._startd(addr).RequestClaim(startd_pb2.RequestClaimRequest(
+            reply = await self.startd_calls.request_claim(addr, startd_pb2.RequestClaimRequest(
                 claim_id=claim_id, job_ad=common_pb2.ClassAd(text=job.text()), schedd_name=self.name,
-                schedd_address=self.address, submitter=submitter, resources=consumed or {}), timeout=RPC_TIMEOUT_S)
+                schedd_address=self.address, submitter=submitter, resources=consumed or {}))
         except grpc.aio.AioRpcError as e:
             job.reserved = False
             self.log.warning("could not request a claim on %s at %s for job %s: %s", slot_name, addr, job.id,
@@ -160,8 +161,8 @@ class ClaimsMixin:
         n = self.change(job, changes)
         job.reserved = False
         try:
-            reply = await self._startd(claim.startd_address).ActivateClaim(startd_pb2.ActivateClaimRequest(
-                claim_id=claim.id, job_ad=common_pb2.ClassAd(text=job_ad)), timeout=RPC_TIMEOUT_S)
+            reply = await self.startd_calls.activate_claim(claim.startd_address, startd_pb2.ActivateClaimRequest(
+                claim_id=claim.id, job_ad=common_pb2.ClassAd(text=job_ad)))
             ok, reason = reply.ok, reply.reason
         except grpc.aio.AioRpcError as e:
             ok, reason = False, describe(e)
@@ -328,23 +329,30 @@ class ClaimsMixin:
     async def keepalive(self) -> None:
         """Keep every claim alive, one call per startd, each on its own: a startd that does
         not answer (frozen, partitioned) must not hold up the keepalives of the others,
-        whose leases would lapse meanwhile. While a startd's last keepalive is still
-        unanswered, its claims are given up once their lease has passed."""
+        whose leases would lapse meanwhile. A keepalive still unanswered after an
+        ALIVE_INTERVAL does not hold up the next to that startd either (a startd that is
+        only slow, delivering news before it answers, renews the leases the moment it reads
+        the next one), up to MAX_KEEPALIVES_IN_FLIGHT; beyond that, claims whose lease (and
+        the pool's lag) has passed are given up."""
         by_addr: dict[str, list[ScheddClaim]] = defaultdict(list)
         for c in self.claims.values():
             by_addr[c.startd_address].append(c)
         now = self.clock.now()
+        # A startd that runs behind answers late: only a lease's worth of silence beyond the
+        # pool's own lag means it is gone.
+        limit = self.cfg.claim_lease_s + self.lag_allowance_s()
         for address, claims in by_addr.items():
-            pending = self._keepalives.get(address)
-            if pending is not None and not pending.done():
+            pending = [(t0, t) for t0, t in self._keepalives.get(address, []) if not t.done()]
+            self._keepalives[address] = pending
+            if pending and (len(pending) >= MAX_KEEPALIVES_IN_FLIGHT
+                            or now - pending[-1][0] < self.cfg.alive_interval_s):
                 for c in claims:
-                    if now - c.last_alive_ok > self.cfg.claim_lease_s:
+                    if c.id in self.claims and now - c.last_alive_ok > limit:
                         await self._claim_lost(c, f"startd at {address} has not answered a keepalive for "
                                                   f"{now - c.last_alive_ok:.0f} s")
                 continue
-            self._keepalives[address] = self.spawn(self._keepalive_one(address, claims),
-                                                   f"schedd:keepalive:{address}")
-        for address in [a for a, t in self._keepalives.items() if t.done() and a not in by_addr]:
+            pending.append((now, self.spawn(self._keepalive_one(address, claims), f"schedd:keepalive:{address}")))
+        for address in [a for a, p in self._keepalives.items() if a not in by_addr and all(t.done() for _, t in p)]:
             del self._keepalives[address]
 
     async def _keepalive_one(self, address: str, claims: list[ScheddClaim]) -> None:
@@ -368,7 +376,7 @@ class ClaimsMixin:
             if c.id in unknown:
                 await self._claim_lost(c, "the startd no longer holds the claim")
             else:
-                c.last_alive_ok = now
+                c.last_alive_ok = max(c.last_alive_ok, now)   # an older call may answer after a newer one
 
     async def _claim_lost(self, claim: ScheddClaim, reason: str) -> None:
         self.claims.pop(claim.id, None)

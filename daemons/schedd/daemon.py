@@ -28,6 +28,7 @@ from daemons.pb.htcpool import common_pb2, negotiator_pb2_grpc, schedd_pb2_grpc
 from daemons.schedd import txlog
 from daemons.schedd.autocluster import (IDENTIFIER, AutoclusterConfig, Autoclusterer, AutoclusterStats,
                                         check_names, parse_rounding)
+from daemons.schedd.claim_batches import StartdCalls
 from daemons.schedd.claims import ClaimsMixin, _strip_addr
 from daemons.schedd.history import HistoryFile
 from daemons.schedd.jobqueue import Job, JobQueue
@@ -66,6 +67,8 @@ class ScheddConfig:
     system_job_machine_attrs: tuple[str, ...] = ("Cpus", "SlotWeight")   # SYSTEM_JOB_MACHINE_ATTRS
     system_job_machine_attrs_history_length: int = 1                      # ..._HISTORY_LENGTH
     queue_clean_interval_s: float = 86400.0   # QUEUE_CLEAN_INTERVAL: compact the job queue log this often
+    # htcpool's own: claims and activations to one startd go in batched calls (claim_batches.py).
+    batch_claims: bool = True                 # HTCPOOL_BATCH_CLAIMS
 
     @property
     def claim_lease_s(self) -> float:
@@ -96,6 +99,7 @@ class ScheddConfig:
             system_job_machine_attrs_history_length=_int(p, "SYSTEM_JOB_MACHINE_ATTRS_HISTORY_LENGTH", 1,
                                                          minimum=0),
             queue_clean_interval_s=float(p.int("QUEUE_CLEAN_INTERVAL", 86400, minimum=1) or 86400),
+            batch_claims=bool(p.bool("HTCPOOL_BATCH_CLAIMS", True)),
         )
 
 
@@ -158,12 +162,14 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         self.txlog = txlog.TxLog(cfg.job_queue_log)
         self.history = HistoryFile(cfg.history_file)
         self.claims: dict[str, ScheddClaim] = {}
-        self._keepalives: dict[str, asyncio.Task] = {}   # startd address -> keepalive in flight
+        # startd address -> keepalives in flight there (pool time sent, task)
+        self._keepalives: dict[str, list[tuple[float, asyncio.Task]]] = {}
         self._log_seq = 0
         self._advertised_submitters: set[str] = set()
         self.counters = defaultdict(int)
         n = cfg.max_pending_startd_contacts
         self._contacts: asyncio.Semaphore | None = asyncio.Semaphore(n) if n > 0 else None
+        self.startd_calls = StartdCalls(self._startd, self.log, cfg.batch_claims)
 
     def default_name(self) -> str:
         return self.common.full_hostname
@@ -216,6 +222,7 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
                           first_delay_s=self.cfg.queue_clean_interval_s)
 
     async def on_close(self) -> None:
+        self.startd_calls.close()
         try:
             await self.txlog.commit()
         except Exception:
@@ -359,7 +366,8 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
                                          significant_attributes=list(self.ac.base_list()),
                                          known_signatures=self.ac.known_signatures),
                   "counters": dict(self.counters), "job_queue_log": str(self.cfg.job_queue_log),
-                  "fsyncs": self.txlog.fsyncs, "commits": self.txlog.commits})
+                  "fsyncs": self.txlog.fsyncs, "commits": self.txlog.commits,
+                  "startd_claim_calls": dict(self.startd_calls.calls)})
         return s
 
     def status_detail(self, name: str) -> Any | None:
@@ -379,7 +387,10 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         m.update({"jobs": {(("status", str(k)),): float(v) for k, v in by_status.items()},
                   "claims": float(len(self.claims)),
                   "txlog_fsyncs_total": float(self.txlog.fsyncs),
-                  "txlog_commits_total": float(self.txlog.commits)})
+                  "txlog_commits_total": float(self.txlog.commits),
+                  "startd_claim_calls_total": {(("how", "single"),): float(self.startd_calls.calls["single"]),
+                                               (("how", "batched"),): float(self.startd_calls.calls["batched"])},
+                  "startd_claim_batch_items_total": float(self.startd_calls.calls["batched_items"])})
         for k, v in self.counters.items():
             m[f"{k}_total"] = float(v)
         a = self.ac_stats.summary()

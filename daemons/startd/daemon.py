@@ -2,13 +2,12 @@
 
 Side effects live here: a timer per running job, collector updates shortly after
 any state change (coalesced) and in full every UPDATE_INTERVAL, and a queue of job
-events delivered to schedds with retries, so a schedd that is down or restarting
-still hears that its job finished.
+events delivered to schedds with retries (reports.py), so a schedd that is down or
+restarting still hears that its job finished.
 """
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
 from typing import Any
 
 import classad2
@@ -19,23 +18,16 @@ from daemons.core.clock import PoolClock
 from daemons.core.common import CommonConfig
 from daemons.core.daemon import Daemon
 from daemons.core.rpc import describe
-from daemons.pb.htcpool import common_pb2, schedd_pb2, schedd_pb2_grpc, startd_pb2_grpc
+from daemons.pb.htcpool import startd_pb2_grpc
 from daemons.startd.config import StartdConfig
 from daemons.startd import policy, preemption
 from daemons.startd.drain import DrainError, cancel_drain, check_drained, idle_claims, start_drain
+from daemons.startd.reports import ReportsMixin
 from daemons.startd.service import StartdService
-from daemons.startd.slots import CLAIMED, ClaimOutcome, JobEvent, Startd
+from daemons.startd.slots import CLAIMED, ClaimOutcome, Startd
 
 # A burst of claims and job ends becomes one collector update.
 UPDATE_COALESCE_WALL_S = 0.02
-EVENT_RETRY_MAX_WALL_S = 5.0
-EXIT_NEWS_KEEP_S = 86400.0     # pool seconds an undelivered job exit is kept after its claim is gone
-_EVENT_KINDS = {
-    "exited": schedd_pb2.JOB_EXITED,
-    "evicted": schedd_pb2.JOB_EVICTED,
-    "claim_lost": schedd_pb2.CLAIM_LOST,
-    "claim_ready": schedd_pb2.CLAIM_READY,
-}
 
 
 def host_names(base: str, machines: int, prefix: str | None = None) -> list[str]:
@@ -47,7 +39,7 @@ def host_names(base: str, machines: int, prefix: str | None = None) -> list[str]
     return [f"{p}{i:0{width}d}" for i in range(1, machines + 1)]
 
 
-class StartdDaemon(Daemon):
+class StartdDaemon(ReportsMixin, Daemon):
     role = "startd"
     my_type = "StartDaemon"
 
@@ -60,10 +52,7 @@ class StartdDaemon(Daemon):
         self.model: Startd | None = None
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._flush_task: asyncio.Task | None = None
-        self._events: list[tuple[JobEvent, float]] = []    # (event, wall time queued)
-        self._sending: set[str] = set()                     # claim ids whose news is being sent now
-        self._sent = asyncio.Event()                         # set when that attempt ends
-        self._events_wake = asyncio.Event()
+        self._init_reports()
         self._event_task: asyncio.Task | None = None
         self.jobs_started = 0
         self.jobs_finished = 0
@@ -282,27 +271,6 @@ class StartdDaemon(Daemon):
             await self._deliver_news_of(set(unknown), schedd_address)
         return unknown
 
-    async def _deliver_news_of(self, claim_ids: set[str], address: str) -> None:
-        if self._sending & claim_ids:
-            # News of these claims is on its way already: let that attempt end first.
-            try:
-                await asyncio.wait_for(self._sent.wait(), timeout=EVENT_RETRY_MAX_WALL_S)
-            except asyncio.TimeoutError:
-                pass
-        mine = [(e, q) for e, q in self._events if e.claim_id in claim_ids]
-        if not mine or not address:
-            return
-        try:
-            # The schedd is calling us, so it is up: wait for the channel to reconnect to it.
-            await asyncio.wait_for(self._send_events(address, [e for e, _ in mine], wait_for_ready=True),
-                                   timeout=EVENT_RETRY_MAX_WALL_S)
-        except Exception as e:
-            self.log.info("could not deliver %d job event(s) to the schedd at %s with its keepalive: %s", len(mine),
-                          address, describe(e))
-            return
-        sent = {id(e) for e, _ in mine}
-        self._events = [(e, q) for e, q in self._events if id(e) not in sent]
-
     async def _evaluate_policy(self) -> None:
         """POLLING_INTERVAL: IS_OWNER for unclaimed slots, PREEMPT for running jobs."""
         assert self.model is not None
@@ -429,78 +397,6 @@ class StartdDaemon(Daemon):
             names = [m.name_of(s) for m in self.model.machines.values() for s in m.slots.values()]
         return [(self.my_type, [self.name]), ("Machine", names)]
 
-    # ---- job events to schedds ----------------------------------------------
-    def _queue_event(self, ev: JobEvent) -> None:
-        self._events.append((ev, self.clock.wall()))
-        self._events_wake.set()
-
-    def _current_address(self, ev: JobEvent) -> str:
-        # A restarted schedd tells us its new address through KeepAlive.
-        assert self.model is not None
-        found = self.model.find_claim(ev.claim_id)
-        if found is not None and found[1].claim is not None:
-            return found[1].claim.schedd_address
-        return ev.schedd_address
-
-    def _moot(self, ev: JobEvent, queued_wall: float) -> bool:
-        """News no schedd needs any more. While the claim lives its schedd keeps it alive and
-        is owed the news, however long delivery takes. Once the claim is gone, news of an
-        eviction or a lost claim is moot after a claim lease (the schedd learns that the
-        claim is gone through KeepAlive, to the same effect); news of a job's exit is kept
-        for a day: a schedd that restarts with the job still running on that claim must
-        hear it finished, or it runs the job again. (Late news is harmless: the schedd
-        takes it only for a job still running on that very claim.) The wait is measured
-        on the wall clock: a jump of this startd's pool clock must not age the news."""
-        assert self.model is not None
-        if self.model.find_claim(ev.claim_id) is not None:
-            return False
-        waited = (self.clock.wall() - queued_wall) * self.clock.scale
-        return waited > (EXIT_NEWS_KEEP_S if ev.kind == "exited" else self.cfg.claim_lease_s)
-
-    async def _deliver_events(self) -> None:
-        backoff = 0.05
-        while True:
-            await self._events_wake.wait()
-            self._events_wake.clear()
-            while self._events:
-                pending, self._events = self._events, []
-                by_addr: dict[str, list[tuple[JobEvent, float]]] = defaultdict(list)
-                for ev, queued in pending:
-                    if self._moot(ev, queued):
-                        self.log.info("%s: dropping undelivered news of job %s (%s): its claim is gone and its "
-                                      "schedd has not been reachable since", ev.slot_name, ev.job_id or "-", ev.kind)
-                        continue
-                    by_addr[self._current_address(ev)].append((ev, queued))
-                failed = False
-                for addr, evs in by_addr.items():
-                    # A keepalive about these claims waits for this attempt (_deliver_news_of).
-                    self._sending, self._sent = {e.claim_id for e, _ in evs}, asyncio.Event()
-                    try:
-                        await self._send_events(addr, [e for e, _ in evs])
-                    except Exception as e:
-                        self.log.warning("could not report %d job event(s) to the schedd at %s (%s); retrying",
-                                         len(evs), addr, describe(e))
-                        self._events = evs + self._events
-                        failed = True
-                    finally:
-                        self._sending = set()
-                        self._sent.set()
-                if failed:
-                    await asyncio.sleep(backoff)
-                    backoff = min(EVENT_RETRY_MAX_WALL_S, backoff * 2)
-                else:
-                    backoff = 0.05
-
-    async def _send_events(self, address: str, evs: list[JobEvent], wait_for_ready: bool = False) -> None:
-        stub = schedd_pb2_grpc.ScheddStub(self.channels.get(address))
-        req = schedd_pb2.ClaimEventsRequest(events=[
-            schedd_pb2.ClaimEvent(claim_id=e.claim_id, job_id=e.job_id, kind=_EVENT_KINDS[e.kind],
-                                  pool_time=e.pool_time, reason=e.reason, slot_name=e.slot_name,
-                                  job_start=e.job_start,
-                                  slot_ad=common_pb2.ClassAd(text=ads.ad_text(e.slot_ad)) if e.slot_ad else None)
-            for e in evs])
-        await stub.ClaimEvents(req, timeout=10.0, wait_for_ready=wait_for_ready)
-
     # ---- status ---------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         s = self.base_status()
@@ -543,5 +439,6 @@ class StartdDaemon(Daemon):
             "claims_granted_total": float(self.claims_granted),
             "claims_refused_total": float(self.claims_refused),
             "pending_job_events": float(len(self._events)),
+            "job_event_reports_total": float(self.reports_sent),
         })
         return m

@@ -1,6 +1,7 @@
 """gRPC adapter of the startd."""
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 import grpc
@@ -14,6 +15,13 @@ from daemons.pb.htcpool import startd_pb2_grpc as pb_grpc
 if TYPE_CHECKING:
     from daemons.startd.daemon import StartdDaemon
 
+# The most claims (or activations) one batched call may carry: a larger batch is refused
+# whole, so no call holds the startd for long (nor outlives its deadline).
+MAX_BATCH = 1000
+# Between this many claims of a batch the handler lets the event loop run: a keepalive
+# that arrives meanwhile is answered, not queued behind the whole batch.
+YIELD_EVERY = 25
+
 
 class StartdService(pb_grpc.StartdServicer):
     def __init__(self, daemon: "StartdDaemon") -> None:
@@ -25,9 +33,36 @@ class StartdService(pb_grpc.StartdServicer):
         except ads.AdError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
 
+    async def _job_ads(self, texts: list[str], what: str, context: grpc.aio.ServicerContext) -> list:
+        """Every job ad of a batch, parsed before any claim changes: one that does not parse
+        refuses the whole call (INVALID_ARGUMENT naming it), so a bad request changes nothing."""
+        if len(texts) > MAX_BATCH:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                                f"{len(texts)} {what} in one call; at most {MAX_BATCH}")
+        out = []
+        for i, text in enumerate(texts):
+            try:
+                out.append(ads.parse_ad(text, f"{what}[{i}].job_ad"))
+            except ads.AdError as e:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
+        return out
+
     async def RequestClaim(self, request: pb.RequestClaimRequest,
                            context: grpc.aio.ServicerContext) -> pb.RequestClaimReply:
         job_ad = await self._job_ad(request.job_ad.text, context)
+        return self._claim(request, job_ad)
+
+    async def RequestClaims(self, request: pb.RequestClaimsRequest,
+                            context: grpc.aio.ServicerContext) -> pb.RequestClaimsReply:
+        job_ads = await self._job_ads([r.job_ad.text for r in request.claims], "claims", context)
+        reply = pb.RequestClaimsReply()
+        for i, (r, job_ad) in enumerate(zip(request.claims, job_ads)):
+            if i and i % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+            reply.replies.append(self._claim(r, job_ad))
+        return reply
+
+    def _claim(self, request: pb.RequestClaimRequest, job_ad) -> pb.RequestClaimReply:
         out = self.d.request_claim(request.claim_id, job_ad, request.schedd_name,
                                    request.schedd_address, request.submitter, dict(request.resources))
         reply = pb.RequestClaimReply(ok=out.ok, reason=out.reason, claim_id=out.claim_id, pending=out.pending)
@@ -43,6 +78,17 @@ class StartdService(pb_grpc.StartdServicer):
         job_ad = await self._job_ad(request.job_ad.text, context)
         ok, reason, start = self.d.activate(request.claim_id, job_ad)
         return pb.ActivateClaimReply(ok=ok, reason=reason, start_time=start)
+
+    async def ActivateClaims(self, request: pb.ActivateClaimsRequest,
+                             context: grpc.aio.ServicerContext) -> pb.ActivateClaimsReply:
+        job_ads = await self._job_ads([r.job_ad.text for r in request.activations], "activations", context)
+        reply = pb.ActivateClaimsReply()
+        for i, (r, job_ad) in enumerate(zip(request.activations, job_ads)):
+            if i and i % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+            ok, reason, start = self.d.activate(r.claim_id, job_ad)
+            reply.replies.append(pb.ActivateClaimReply(ok=ok, reason=reason, start_time=start))
+        return reply
 
     async def ReleaseClaim(self, request: pb.ReleaseClaimRequest,
                            context: grpc.aio.ServicerContext) -> pb.ReleaseClaimReply:

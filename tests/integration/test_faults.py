@@ -284,3 +284,25 @@ async def test_a_negotiate_stream_that_fails_before_it_starts_costs_only_its_ses
         assert "failed: UNAVAILABLE" in text
         await c.clear_faults(negotiator.address)
         await _all_once(c, 2)
+
+
+async def test_batched_claim_calls_that_fail_fail_only_their_claims_and_every_job_runs_once(make_pool):
+    """The schedd claims and activates in batches (Startd.RequestClaims / ActivateClaims):
+    a batch that is aborted fails each claim it carried, as single calls would have failed;
+    those jobs are matched again, and each job completes once."""
+    pool = make_pool("NUM_CPUS = 4\n" + PSLOT, machines=2)
+    startd = pool.daemons["startd1"]
+    async with pool.client() as c:
+        await wait_slots(c, 2)
+        now = await c.pool_now()
+        await c.set_faults(startd.address, [
+            fault_to_pb(Fault("noclaims", method="RequestClaims", abort="UNAVAILABLE", percent=50.0,
+                              stop=now + 300.0)),
+            fault_to_pb(Fault("noactivations", method="Startd.ActivateClaims", abort="UNAVAILABLE", percent=50.0,
+                              stop=now + 300.0))])
+        await c.submit(SLEEP.format(seconds=50, n=12), "twelve.sub", "ivan")
+        await _all_once(c, 12)
+        fired = {s.fault.id: s.fired for s in (await c.list_faults(startd.address)).faults}
+        assert fired["noclaims"] + fired["noactivations"] > 0, fired
+        log = (pool.state_dir / "log" / "StartLog").read_text()
+        assert "on call Startd.RequestClaims" in log or "on call Startd.ActivateClaims" in log

@@ -56,6 +56,8 @@ EXPECTED = {
     "Schedd.ClaimEvents":            "U D D D A D U U",
     "Startd.RequestClaim":           "U D D D A D U U",
     "Startd.ActivateClaim":          "U D D D A D U U",
+    "Startd.RequestClaims":          "U D D D A D U U",
+    "Startd.ActivateClaims":         "U D D D A D U U",
     "Startd.ReleaseClaim":           "U D D D A D U U",
     "Startd.KeepAlive":              "U D D D A D U U",
     "Startd.DrainJobs":              "U D D A A D U U",
@@ -279,6 +281,25 @@ async def probe(row: str, col: str, c: Caller, pool: LocalPool, job: str) -> str
         if row == "Startd.ActivateClaim":
             return (await attempt(lambda: startd.ActivateClaim(startd_pb2.ActivateClaimRequest(
                 claim_id="<127.0.0.1:1>#1#1#guess", job_ad=common_pb2.ClassAd(text="[]")), timeout=10)))[0]
+        if row in ("Startd.RequestClaims", "Startd.ActivateClaims"):
+            # Allowed, a batch still answers each claim by its secret id: a guessed one is refused.
+            replies = []
+
+            async def batch():
+                if row == "Startd.RequestClaims":
+                    reply = await startd.RequestClaims(startd_pb2.RequestClaimsRequest(claims=[
+                        startd_pb2.RequestClaimRequest(claim_id="<127.0.0.1:1>#1#1#guess",
+                                                       job_ad=common_pb2.ClassAd(text="[]"))]), timeout=10)
+                else:
+                    reply = await startd.ActivateClaims(startd_pb2.ActivateClaimsRequest(activations=[
+                        startd_pb2.ActivateClaimRequest(claim_id="<127.0.0.1:1>#1#1#guess",
+                                                        job_ad=common_pb2.ClassAd(text="[]"))]), timeout=10)
+                replies.extend(reply.replies)
+            r, _ = await attempt(batch)
+            if r == "A":
+                assert [(x.ok, x.reason) for x in replies] == [(False, "unknown claim id" + (
+                    ": the slot was claimed or changed since the match" if row == "Startd.RequestClaims" else ""))]
+            return r
         if row == "Startd.ReleaseClaim":
             return (await attempt(lambda: startd.ReleaseClaim(startd_pb2.ReleaseClaimRequest(
                 claim_ids=["<127.0.0.1:1>#1#1#guess"]), timeout=10)))[0]

@@ -29,12 +29,13 @@ PROCESS_KINDS = ("kill", "pause", "restart")
 NETWORK_KINDS = ("partition", "reset", "loss", "bandwidth")
 BANDWIDTHS = ("64kbit", "256kbit", "1mbit")
 
-# The methods a daemon serves that faults may pick (besides every method at once).
+# The methods a daemon serves that faults may pick (besides every method at once). A glob
+# covers a claim call single and batched (RequestClaim and RequestClaims).
 METHODS = {
     "collector": ("UpdateAds", "InvalidateAds", "QueryAds"),
     "negotiator": ("Reschedule",),
     "schedd": ("Submit", "Query", "Act", "Negotiate", "ClaimEvents"),
-    "startd": ("RequestClaim", "ActivateClaim", "ReleaseClaim", "KeepAlive"),
+    "startd": ("RequestClaim*", "ActivateClaim*", "ReleaseClaim", "KeepAlive"),
 }
 ABORT_CODES = ("UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "RESOURCE_EXHAUSTED", "CANCELLED")
 

@@ -123,6 +123,10 @@ TABLE: dict[str, Rule] = {
     # Startd (startd_main.cpp): claim commands are DAEMON, and need the claim's id.
     _m("Startd", "RequestClaim"): Rule(DAEMON, "REQUEST_CLAIM"),
     _m("Startd", "ActivateClaim"): Rule(DAEMON, "ACTIVATE_CLAIM"),
+    # Batches of the two above (htcpool's own; HTCondor sends one command per claim):
+    # each claim in a batch is the command it stands for, at that command's level.
+    _m("Startd", "RequestClaims"): Rule(DAEMON, "REQUEST_CLAIM, one per claim in the batch"),
+    _m("Startd", "ActivateClaims"): Rule(DAEMON, "ACTIVATE_CLAIM, one per claim in the batch"),
     _m("Startd", "ReleaseClaim"): Rule(DAEMON, "RELEASE_CLAIM"),
     _m("Startd", "KeepAlive"): Rule(DAEMON, "ALIVE"),
     _m("Startd", "DrainJobs"): Rule(ADMINISTRATOR, "DRAIN_JOBS (condor_drain)"),

@@ -1,0 +1,172 @@
+"""The schedd's claim calls to startds, batched per startd.
+
+A negotiation hands the schedd hundreds of matches at once, most of them on slots of
+the same few startd processes (one process emulates many machines); claiming each
+with its own RequestClaim and ActivateClaim round trip made the calls, not the work,
+the schedd's cost. Here every claim (or activation) asked for within one turn of the
+event loop, and every one asked for while earlier batches to that startd are still on
+their way, goes to the startd in one RequestClaims (ActivateClaims) call. Each claim
+keeps HTCondor's semantics: its own claim id, lease and activation, and its own answer
+(the caller awaits exactly the reply a single call would have given, or its error).
+
+A startd that does not know the batched calls (an older peer answers UNIMPLEMENTED) is
+remembered and gets single calls from then on.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import grpc
+
+from daemons.pb.htcpool import startd_pb2, startd_pb2_grpc
+
+MAX_BATCH = 200          # claims (activations) in one call; the startd refuses more than 1000
+MAX_IN_FLIGHT = 2        # batched calls of one kind to one startd at a time; the rest wait and join
+RPC_TIMEOUT_S = 10.0     # wall seconds for one call, single or batched ...
+PER_ITEM_TIMEOUT_S = 0.02   # ... plus this much per claim in a batch
+
+
+def batch_timeout_s(n: int) -> float:
+    return RPC_TIMEOUT_S + PER_ITEM_TIMEOUT_S * n
+
+
+@dataclass
+class _Queue:
+    waiting: list[tuple[Any, asyncio.Future]] = field(default_factory=list)
+    in_flight: int = 0
+    scheduled: bool = False
+
+
+@dataclass(frozen=True)
+class _Kind:
+    name: str                 # "claims" | "activations": what the log calls them
+    single: str               # the single-claim method of the stub
+    batched: str              # the batched method
+    request: type             # the batched request message
+    field_name: str           # its repeated field
+    reply: type               # the single reply message (for a short batch answer)
+
+
+CLAIMS = _Kind("claims", "RequestClaim", "RequestClaims", startd_pb2.RequestClaimsRequest, "claims",
+               startd_pb2.RequestClaimReply)
+ACTIVATIONS = _Kind("activations", "ActivateClaim", "ActivateClaims", startd_pb2.ActivateClaimsRequest,
+                    "activations", startd_pb2.ActivateClaimReply)
+
+
+class StartdCalls:
+    """RequestClaim / ActivateClaim to any startd, batched per startd address."""
+
+    def __init__(self, stub_for: Callable[[str], startd_pb2_grpc.StartdStub], log: logging.Logger,
+                 batching: bool = True) -> None:
+        self.stub_for = stub_for
+        self.log = log
+        self.batching = batching
+        self._queues: dict[tuple[str, str], _Queue] = {}
+        self._single_only: set[str] = set()      # startds that answered UNIMPLEMENTED to a batch
+        self._tasks: set[asyncio.Task] = set()
+        self.calls = {"single": 0, "batched": 0, "batched_items": 0}
+
+    async def request_claim(self, address: str, request: startd_pb2.RequestClaimRequest
+                            ) -> startd_pb2.RequestClaimReply:
+        return await self._call(CLAIMS, address, request)
+
+    async def activate_claim(self, address: str, request: startd_pb2.ActivateClaimRequest
+                             ) -> startd_pb2.ActivateClaimReply:
+        return await self._call(ACTIVATIONS, address, request)
+
+    def close(self) -> None:
+        for t in list(self._tasks):
+            t.cancel()
+
+    # ---- inside -----------------------------------------------------------------------
+    async def _single(self, kind: _Kind, address: str, request: Any) -> Any:
+        self.calls["single"] += 1
+        return await getattr(self.stub_for(address), kind.single)(request, timeout=RPC_TIMEOUT_S)
+
+    async def _call(self, kind: _Kind, address: str, request: Any) -> Any:
+        if not self.batching or address in self._single_only:
+            return await self._single(kind, address, request)
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future = loop.create_future()
+        q = self._queues.setdefault((kind.name, address), _Queue())
+        q.waiting.append((request, fut))
+        if not q.scheduled:
+            # Sent once the loop has run what is ready now: the other claims of this
+            # negotiation's batch of matches join the call.
+            q.scheduled = True
+            loop.call_soon(self._flush, kind, address)
+        return await fut
+
+    def _flush(self, kind: _Kind, address: str) -> None:
+        q = self._queues.get((kind.name, address))
+        if q is None:
+            return
+        q.scheduled = False
+        while q.waiting and q.in_flight < MAX_IN_FLIGHT:
+            items = [(r, f) for r, f in q.waiting[:MAX_BATCH] if not f.done()]
+            del q.waiting[:MAX_BATCH]
+            if not items:
+                continue
+            q.in_flight += 1
+            task = asyncio.get_running_loop().create_task(self._send(kind, address, q, items))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        if not q.waiting and not q.in_flight:
+            del self._queues[(kind.name, address)]
+
+    async def _send(self, kind: _Kind, address: str, q: _Queue, items: list[tuple[Any, asyncio.Future]]) -> None:
+        try:
+            request = kind.request(**{kind.field_name: [r for r, _ in items]})
+            try:
+                self.calls["batched"] += 1
+                self.calls["batched_items"] += len(items)
+                reply = await getattr(self.stub_for(address), kind.batched)(request,
+                                                                            timeout=batch_timeout_s(len(items)))
+            except grpc.aio.AioRpcError as e:
+                if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+                    for _, fut in items:
+                        if not fut.done():
+                            fut.set_exception(e)
+                    return
+                self.log.info("the startd at %s does not take batched claim calls; sending them one by one",
+                              address)
+                self._single_only.add(address)
+                await asyncio.gather(*(self._relay(kind, address, r, f) for r, f in items))
+                return
+            replies = list(reply.replies)
+            for i, (_, fut) in enumerate(items):
+                if fut.done():
+                    continue
+                if i < len(replies):
+                    fut.set_result(replies[i])
+                else:
+                    fut.set_result(kind.reply(ok=False, reason=f"the startd answered {len(replies)} of the "
+                                                               f"{len(items)} {kind.name} of a batch"))
+        except BaseException as e:
+            for _, fut in items:
+                if not fut.done():
+                    if isinstance(e, asyncio.CancelledError):
+                        fut.cancel()
+                    else:
+                        fut.set_exception(e)
+            raise
+        finally:
+            q.in_flight -= 1
+            if q.waiting and not q.scheduled:
+                q.scheduled = True
+                asyncio.get_running_loop().call_soon(self._flush, kind, address)
+            elif not q.waiting and not q.in_flight and self._queues.get((kind.name, address)) is q:
+                del self._queues[(kind.name, address)]
+
+    async def _relay(self, kind: _Kind, address: str, request: Any, fut: asyncio.Future) -> None:
+        try:
+            result = await self._single(kind, address, request)
+        except Exception as e:
+            if not fut.done():
+                fut.set_exception(e)
+            return
+        if not fut.done():
+            fut.set_result(result)

@@ -1,0 +1,256 @@
+"""The schedd's batched claim calls (schedd/claim_batches.py) against a scripted stub.
+
+Each caller must get exactly the answer a single call would have given it: its own reply,
+in its own order, or the error of the call that carried it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import grpc
+import pytest
+
+from daemons.pb.htcpool import common_pb2, startd_pb2
+from daemons.schedd import claim_batches
+from daemons.schedd.claim_batches import StartdCalls
+from daemons.startd.reports import MAX_EVENTS_PER_REPORT, ReportsMixin, batches
+from daemons.startd.slots import JobEvent
+
+
+class _Error(grpc.aio.AioRpcError):
+    def __init__(self, code: grpc.StatusCode) -> None:
+        super().__init__(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details=code.name)
+
+
+class _Stub:
+    """A startd that grants every claim whose id does not start with "bad", and records
+    each call it gets."""
+
+    def __init__(self, *, batched: bool = True, fail: grpc.StatusCode | None = None, short: int = 0,
+                 hold: asyncio.Event | None = None) -> None:
+        self.batched, self.fail, self.short, self.hold = batched, fail, short, hold
+        self.calls: list[tuple[str, list[str]]] = []
+
+    @staticmethod
+    def _answer(claim_id: str) -> startd_pb2.RequestClaimReply:
+        if claim_id.startswith("bad"):
+            return startd_pb2.RequestClaimReply(ok=False, reason=f"unknown claim id {claim_id}")
+        return startd_pb2.RequestClaimReply(ok=True, claim_id=f"granted-{claim_id}",
+                                            slot_ad=common_pb2.ClassAd(text=f'[ Name = "{claim_id}" ]'))
+
+    async def RequestClaim(self, request, timeout=None):
+        self.calls.append(("RequestClaim", [request.claim_id]))
+        return self._answer(request.claim_id)
+
+    async def RequestClaims(self, request, timeout=None):
+        self.calls.append(("RequestClaims", [r.claim_id for r in request.claims]))
+        if self.hold is not None:
+            await self.hold.wait()
+        if not self.batched:
+            raise _Error(grpc.StatusCode.UNIMPLEMENTED)
+        if self.fail is not None:
+            raise _Error(self.fail)
+        replies = [self._answer(r.claim_id) for r in request.claims]
+        return startd_pb2.RequestClaimsReply(replies=replies[:len(replies) - self.short])
+
+    async def ActivateClaims(self, request, timeout=None):
+        self.calls.append(("ActivateClaims", [r.claim_id for r in request.activations]))
+        return startd_pb2.ActivateClaimsReply(replies=[
+            startd_pb2.ActivateClaimReply(ok=True, start_time=float(i)) for i, _ in enumerate(request.activations)])
+
+
+def _calls(stub: _Stub, batching: bool = True) -> StartdCalls:
+    return StartdCalls(lambda address: stub, logging.getLogger("test"), batching)
+
+
+def _claim(cid: str) -> startd_pb2.RequestClaimRequest:
+    return startd_pb2.RequestClaimRequest(claim_id=cid, job_ad=common_pb2.ClassAd(text="[]"))
+
+
+async def test_claims_asked_for_together_go_in_one_call_and_each_gets_its_own_answer():
+    stub = _Stub()
+    calls = _calls(stub)
+    ids = ["a", "bad-b", "c", "d"]
+    replies = await asyncio.gather(*(calls.request_claim("startd:1", _claim(i)) for i in ids))
+    assert stub.calls == [("RequestClaims", ids)]
+    assert [(r.ok, r.claim_id, r.reason) for r in replies] == [
+        (True, "granted-a", ""), (False, "", "unknown claim id bad-b"), (True, "granted-c", ""),
+        (True, "granted-d", "")]
+    assert replies == [_Stub._answer(i) for i in ids]     # what single calls would have answered
+    assert calls.calls == {"single": 0, "batched": 1, "batched_items": 4}
+
+
+async def test_activations_are_batched_apart_from_claims():
+    stub = _Stub()
+    calls = _calls(stub)
+    acts = [startd_pb2.ActivateClaimRequest(claim_id=f"c{i}") for i in range(3)]
+    replies = await asyncio.gather(*(calls.activate_claim("startd:1", a) for a in acts))
+    assert stub.calls == [("ActivateClaims", ["c0", "c1", "c2"])]
+    assert [r.start_time for r in replies] == [0.0, 1.0, 2.0]
+
+
+async def test_a_large_burst_is_cut_into_bounded_calls_in_order():
+    stub = _Stub()
+    calls = _calls(stub)
+    n = claim_batches.MAX_BATCH * 2 + 5
+    ids = [f"c{i}" for i in range(n)]
+    replies = await asyncio.gather(*(calls.request_claim("startd:1", _claim(i)) for i in ids))
+    assert [len(c[1]) for c in stub.calls] == [claim_batches.MAX_BATCH, claim_batches.MAX_BATCH, 5]
+    assert [i for c in stub.calls for i in c[1]] == ids
+    assert [r.claim_id for r in replies] == [f"granted-{i}" for i in ids]
+
+
+async def test_claims_asked_for_while_calls_are_in_flight_wait_and_join_one_call():
+    hold = asyncio.Event()
+    stub = _Stub(hold=hold)
+    calls = _calls(stub)
+    first = [asyncio.ensure_future(calls.request_claim("startd:1", _claim(f"x{i}"))) for i in range(2)]
+    await asyncio.sleep(0.01)
+    # One call is out; a second may go; a third waits for one of them to end.
+    second = asyncio.ensure_future(calls.request_claim("startd:1", _claim("y")))
+    await asyncio.sleep(0.01)
+    later = [asyncio.ensure_future(calls.request_claim("startd:1", _claim(f"z{i}"))) for i in range(3)]
+    await asyncio.sleep(0.01)
+    assert [c[1] for c in stub.calls] == [["x0", "x1"], ["y"]]
+    hold.set()
+    await asyncio.gather(*first, second, *later)
+    assert [c[1] for c in stub.calls] == [["x0", "x1"], ["y"], ["z0", "z1", "z2"]]
+
+
+async def test_each_startd_gets_its_own_call():
+    stubs = {"s1": _Stub(), "s2": _Stub()}
+    calls = StartdCalls(lambda a: stubs[a], logging.getLogger("test"))
+    await asyncio.gather(calls.request_claim("s1", _claim("a")), calls.request_claim("s2", _claim("b")),
+                         calls.request_claim("s1", _claim("c")))
+    assert stubs["s1"].calls == [("RequestClaims", ["a", "c"])]
+    assert stubs["s2"].calls == [("RequestClaims", ["b"])]
+
+
+async def test_a_failed_call_fails_each_of_its_claims_with_its_error():
+    calls = _calls(_Stub(fail=grpc.StatusCode.UNAVAILABLE))
+    results = await asyncio.gather(*(calls.request_claim("startd:1", _claim(i)) for i in "ab"),
+                                   return_exceptions=True)
+    assert [r.code() for r in results] == [grpc.StatusCode.UNAVAILABLE] * 2
+
+
+async def test_a_startd_without_batched_calls_gets_single_ones_from_then_on():
+    stub = _Stub(batched=False)
+    calls = _calls(stub)
+    replies = await asyncio.gather(*(calls.request_claim("startd:1", _claim(i)) for i in ("a", "bad-b")))
+    assert [r.ok for r in replies] == [True, False]
+    assert stub.calls == [("RequestClaims", ["a", "bad-b"]), ("RequestClaim", ["a"]), ("RequestClaim", ["bad-b"])]
+    await calls.request_claim("startd:1", _claim("c"))
+    assert stub.calls[-1] == ("RequestClaim", ["c"])
+
+
+async def test_batching_off_sends_single_calls():
+    stub = _Stub()
+    calls = _calls(stub, batching=False)
+    await asyncio.gather(*(calls.request_claim("startd:1", _claim(i)) for i in "ab"))
+    assert stub.calls == [("RequestClaim", ["a"]), ("RequestClaim", ["b"])]
+
+
+async def test_a_short_batch_answer_refuses_the_claims_it_left_out():
+    calls = _calls(_Stub(short=1))
+    replies = await asyncio.gather(*(calls.request_claim("startd:1", _claim(i)) for i in "abc"))
+    assert [r.ok for r in replies] == [True, True, False]
+    assert replies[2].reason == "the startd answered 2 of the 3 claims of a batch"
+
+
+async def test_a_caller_that_gives_up_does_not_break_the_others():
+    hold = asyncio.Event()
+    calls = _calls(_Stub(hold=hold))
+    a = asyncio.ensure_future(calls.request_claim("startd:1", _claim("a")))
+    b = asyncio.ensure_future(calls.request_claim("startd:1", _claim("b")))
+    await asyncio.sleep(0.01)
+    a.cancel()
+    hold.set()
+    assert (await b).claim_id == "granted-b"
+    with pytest.raises(asyncio.CancelledError):
+        await a
+
+
+def test_event_reports_are_cut_into_bounded_batches_in_order():
+    assert batches(list(range(5)), 2) == [[0, 1], [2, 3], [4]]
+    assert batches([], 3) == []
+    assert batches(list(range(3)), 3) == [[0, 1, 2]]
+
+
+# ---- the startd's job-event reports (startd/reports.py) ----------------------------------
+class _Model:
+    def find_claim(self, claim_id):
+        return None      # every claim gone: news of exits is kept (a day), so nothing is moot here
+
+
+class _Clock:
+    scale = 1000.0
+
+    def wall(self) -> float:
+        return 0.0
+
+
+class _Cfg:
+    claim_lease_s = 1800.0
+
+
+class _Reporter(ReportsMixin):
+    """The startd's report queue with a scripted schedd: `fail_at` call numbers fail."""
+
+    def __init__(self, fail_at: set[int] = frozenset(), hold: asyncio.Event | None = None) -> None:
+        self.model, self.clock, self.cfg = _Model(), _Clock(), _Cfg()
+        self.log = logging.getLogger("test")
+        self._init_reports()
+        self.fail_at, self.hold = set(fail_at), hold
+        self.calls: list[list[str]] = []
+
+    async def _send_events(self, address, evs, wait_for_ready=False):
+        n = len(self.calls)
+        self.calls.append([e.job_id for e in evs])
+        if self.hold is not None and n == 0:
+            await self.hold.wait()
+        if n in self.fail_at:
+            raise _Error(grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+def _event(i: int, claim: str = "") -> JobEvent:
+    return JobEvent("exited", claim or f"claim{i}", f"1.{i}", f"slot1_{i}@vm", "schedd:1", float(i))
+
+
+async def test_a_backlog_of_events_goes_in_bounded_reports_each_event_once():
+    r = _Reporter()
+    for i in range(2 * MAX_EVENTS_PER_REPORT + 50):
+        r._queue_event(_event(i))
+    assert await r._deliver_pending()
+    assert [len(c) for c in r.calls] == [MAX_EVENTS_PER_REPORT, MAX_EVENTS_PER_REPORT, 50]
+    assert [j for c in r.calls for j in c] == [f"1.{i}" for i in range(2 * MAX_EVENTS_PER_REPORT + 50)]
+    assert r._events == []
+
+
+async def test_a_failed_report_keeps_its_events_and_those_behind_it_in_order():
+    r = _Reporter(fail_at={1})
+    n = 2 * MAX_EVENTS_PER_REPORT + 50
+    for i in range(n):
+        r._queue_event(_event(i))
+    assert not await r._deliver_pending()
+    assert [len(c) for c in r.calls] == [MAX_EVENTS_PER_REPORT, MAX_EVENTS_PER_REPORT]
+    assert [e.job_id for e, _ in r._events] == [f"1.{i}" for i in range(MAX_EVENTS_PER_REPORT, n)]
+    assert await r._deliver_pending()
+    delivered = r.calls[0] + r.calls[2] + r.calls[3]
+    assert delivered == [f"1.{i}" for i in range(n)] and r._events == []
+
+
+async def test_a_keepalive_does_not_send_again_news_a_report_is_carrying():
+    hold = asyncio.Event()
+    r = _Reporter(hold=hold)
+    r._queue_event(_event(1, "gone"))
+    r._queue_event(_event(2, "other"))
+    loop_pass = asyncio.ensure_future(r._deliver_pending())
+    await asyncio.sleep(0.01)
+    assert r.calls == [["1.1", "1.2"]]
+    keepalive = asyncio.ensure_future(r._deliver_news_of({"gone"}, "schedd:1"))
+    await asyncio.sleep(0.01)
+    assert not keepalive.done()          # it waits for the report that carries the news
+    hold.set()
+    await asyncio.gather(loop_pass, keepalive)
+    assert r.calls == [["1.1", "1.2"]] and r._events == []
