@@ -8,6 +8,7 @@ event loop, and every one asked for while earlier batches to that startd are sti
 their way, goes to the startd in one RequestClaims (ActivateClaims) call. Each claim
 keeps HTCondor's semantics: its own claim id, lease and activation, and its own answer
 (the caller awaits exactly the reply a single call would have given, or its error).
+Releases for the same reason share one ReleaseClaim, which has always taken a list.
 
 A startd that does not know the batched calls (an older peer answers UNIMPLEMENTED) is
 remembered and gets single calls from then on.
@@ -42,18 +43,32 @@ class _Queue:
 
 @dataclass(frozen=True)
 class _Kind:
-    name: str                 # "claims" | "activations": what the log calls them
-    single: str               # the single-claim method of the stub
+    name: str                 # "claims" | "activations" | "releases": what the log calls them
+    single: str               # the single-claim method of the stub ("" when the batched one is old)
     batched: str              # the batched method
-    request: type             # the batched request message
-    field_name: str           # its repeated field
-    reply: type               # the single reply message (for a short batch answer)
+    build: Callable[[list, str], Any]          # (items, reason) -> the batched request
+    answers: Callable[[Any, int], list]        # (reply, n) -> one answer per item
 
 
-CLAIMS = _Kind("claims", "RequestClaim", "RequestClaims", startd_pb2.RequestClaimsRequest, "claims",
-               startd_pb2.RequestClaimReply)
-ACTIVATIONS = _Kind("activations", "ActivateClaim", "ActivateClaims", startd_pb2.ActivateClaimsRequest,
-                    "activations", startd_pb2.ActivateClaimReply)
+def _per_item(reply_type: type, what: str) -> Callable[[Any, int], list]:
+    def answers(reply: Any, n: int) -> list:
+        got = list(reply.replies)
+        short = reply_type(ok=False, reason=f"the startd answered {len(got)} of the {n} {what} of a batch")
+        return got[:n] + [short] * (n - len(got))
+    return answers
+
+
+CLAIMS = _Kind("claims", "RequestClaim", "RequestClaims",
+               lambda items, _: startd_pb2.RequestClaimsRequest(claims=items),
+               _per_item(startd_pb2.RequestClaimReply, "claims"))
+ACTIVATIONS = _Kind("activations", "ActivateClaim", "ActivateClaims",
+                    lambda items, _: startd_pb2.ActivateClaimsRequest(activations=items),
+                    _per_item(startd_pb2.ActivateClaimReply, "activations"))
+# ReleaseClaim has always taken a list of claim ids with one reason: claims released for the
+# same reason share a call, and each caller gets the call's reply.
+RELEASES = _Kind("releases", "", "ReleaseClaim",
+                 lambda items, reason: startd_pb2.ReleaseClaimRequest(claim_ids=items, reason=reason),
+                 lambda reply, n: [reply] * n)
 
 
 class StartdCalls:
@@ -64,7 +79,7 @@ class StartdCalls:
         self.stub_for = stub_for
         self.log = log
         self.batching = batching
-        self._queues: dict[tuple[str, str], _Queue] = {}
+        self._queues: dict[tuple[str, str, str], _Queue] = {}   # (kind, startd address, reason)
         self._single_only: set[str] = set()      # startds that answered UNIMPLEMENTED to a batch
         self._tasks: set[asyncio.Task] = set()
         self.calls = {"single": 0, "batched": 0, "batched_items": 0}
@@ -77,6 +92,14 @@ class StartdCalls:
                              ) -> startd_pb2.ActivateClaimReply:
         return await self._call(ACTIVATIONS, address, request)
 
+    async def release_claim(self, address: str, claim_id: str, reason: str) -> startd_pb2.ReleaseClaimReply:
+        """Release one claim; those released for the same reason meanwhile share the call."""
+        if not self.batching:
+            self.calls["single"] += 1
+            return await self.stub_for(address).ReleaseClaim(
+                startd_pb2.ReleaseClaimRequest(claim_ids=[claim_id], reason=reason), timeout=RPC_TIMEOUT_S)
+        return await self._call(RELEASES, address, claim_id, reason)
+
     def close(self) -> None:
         for t in list(self._tasks):
             t.cancel()
@@ -86,22 +109,23 @@ class StartdCalls:
         self.calls["single"] += 1
         return await getattr(self.stub_for(address), kind.single)(request, timeout=RPC_TIMEOUT_S)
 
-    async def _call(self, kind: _Kind, address: str, request: Any) -> Any:
-        if not self.batching or address in self._single_only:
+    async def _call(self, kind: _Kind, address: str, request: Any, reason: str = "") -> Any:
+        if not self.batching or (kind.single and address in self._single_only):
             return await self._single(kind, address, request)
         loop = asyncio.get_running_loop()
         fut: asyncio.Future = loop.create_future()
-        q = self._queues.setdefault((kind.name, address), _Queue())
+        key = (kind.name, address, reason)
+        q = self._queues.setdefault(key, _Queue())
         q.waiting.append((request, fut))
         if not q.scheduled:
             # Sent once the loop has run what is ready now: the other claims of this
             # negotiation's batch of matches join the call.
             q.scheduled = True
-            loop.call_soon(self._flush, kind, address)
+            loop.call_soon(self._flush, kind, key)
         return await fut
 
-    def _flush(self, kind: _Kind, address: str) -> None:
-        q = self._queues.get((kind.name, address))
+    def _flush(self, kind: _Kind, key: tuple[str, str, str]) -> None:
+        q = self._queues.get(key)
         if q is None:
             return
         q.scheduled = False
@@ -111,22 +135,24 @@ class StartdCalls:
             if not items:
                 continue
             q.in_flight += 1
-            task = asyncio.get_running_loop().create_task(self._send(kind, address, q, items))
+            task = asyncio.get_running_loop().create_task(self._send(kind, key, q, items))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         if not q.waiting and not q.in_flight:
-            del self._queues[(kind.name, address)]
+            del self._queues[key]
 
-    async def _send(self, kind: _Kind, address: str, q: _Queue, items: list[tuple[Any, asyncio.Future]]) -> None:
+    async def _send(self, kind: _Kind, key: tuple[str, str, str], q: _Queue,
+                    items: list[tuple[Any, asyncio.Future]]) -> None:
+        _, address, reason = key
         try:
-            request = kind.request(**{kind.field_name: [r for r, _ in items]})
+            request = kind.build([r for r, _ in items], reason)
             try:
                 self.calls["batched"] += 1
                 self.calls["batched_items"] += len(items)
                 reply = await getattr(self.stub_for(address), kind.batched)(request,
                                                                             timeout=batch_timeout_s(len(items)))
             except grpc.aio.AioRpcError as e:
-                if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+                if e.code() != grpc.StatusCode.UNIMPLEMENTED or not kind.single:
                     for _, fut in items:
                         if not fut.done():
                             fut.set_exception(e)
@@ -136,15 +162,9 @@ class StartdCalls:
                 self._single_only.add(address)
                 await asyncio.gather(*(self._relay(kind, address, r, f) for r, f in items))
                 return
-            replies = list(reply.replies)
-            for i, (_, fut) in enumerate(items):
-                if fut.done():
-                    continue
-                if i < len(replies):
-                    fut.set_result(replies[i])
-                else:
-                    fut.set_result(kind.reply(ok=False, reason=f"the startd answered {len(replies)} of the "
-                                                               f"{len(items)} {kind.name} of a batch"))
+            for (_, fut), answer in zip(items, kind.answers(reply, len(items))):
+                if not fut.done():
+                    fut.set_result(answer)
         except BaseException as e:
             for _, fut in items:
                 if not fut.done():
@@ -157,9 +177,9 @@ class StartdCalls:
             q.in_flight -= 1
             if q.waiting and not q.scheduled:
                 q.scheduled = True
-                asyncio.get_running_loop().call_soon(self._flush, kind, address)
-            elif not q.waiting and not q.in_flight and self._queues.get((kind.name, address)) is q:
-                del self._queues[(kind.name, address)]
+                asyncio.get_running_loop().call_soon(self._flush, kind, key)
+            elif not q.waiting and not q.in_flight and self._queues.get(key) is q:
+                del self._queues[key]
 
     async def _relay(self, kind: _Kind, address: str, request: Any, fut: asyncio.Future) -> None:
         try:

@@ -187,8 +187,7 @@ class ClaimsMixin:
     async def _release_claim(self, claim: ScheddClaim, reason: str) -> None:
         self.claims.pop(claim.id, None)
         try:
-            await self._startd(claim.startd_address).ReleaseClaim(
-                startd_pb2.ReleaseClaimRequest(claim_ids=[claim.id], reason=reason), timeout=RPC_TIMEOUT_S)
+            await self.startd_calls.release_claim(claim.startd_address, claim.id, reason)
             self.log.info("Released claim on %s (%s)", claim.slot_name, reason)
         except grpc.aio.AioRpcError as e:
             # The startd drops the claim itself once its lease lapses.

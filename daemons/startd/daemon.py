@@ -269,6 +269,11 @@ class StartdDaemon(ReportsMixin, Daemon):
         unknown = self.model.keepalive(claim_ids, schedd_address, self.clock.now())
         if unknown:
             await self._deliver_news_of(set(unknown), schedd_address)
+            # News that could not be delivered yet (a report still on its way to a busy
+            # schedd): that claim is not called gone until it is, or the schedd would run
+            # the finished job again. A later keepalive says so.
+            owed = {e.claim_id for e, _ in self._events}
+            unknown = [u for u in unknown if u not in owed]
         return unknown
 
     async def _evaluate_policy(self) -> None:

@@ -86,16 +86,23 @@ class ReportsMixin:
             await self._events_wake.wait()
             self._events_wake.clear()
             while self._events:
-                if await self._deliver_pending():
-                    backoff = 0.05
-                else:
+                ok, sent = await self._deliver_pending()
+                if not ok:
                     await asyncio.sleep(backoff)
                     backoff = min(EVENT_RETRY_MAX_WALL_S, backoff * 2)
+                    continue
+                backoff = 0.05
+                if not sent and self._events:
+                    # Every event left is on its way in a keepalive's delivery: wait for it.
+                    try:
+                        await asyncio.wait_for(self._flight_done.wait(), timeout=EVENT_RETRY_MAX_WALL_S)
+                    except asyncio.TimeoutError:
+                        pass
 
-    async def _deliver_pending(self) -> bool:
+    async def _deliver_pending(self) -> tuple[bool, int]:
         """One pass over the queue: each schedd's events in batches, oldest first. A batch
         that fails stays queued, with the rest of that schedd's events behind it (they
-        keep their order). False if any batch failed."""
+        keep their order). Returns (no batch failed, batches sent)."""
         kept = []
         for ev, queued in self._events:
             if self._moot(ev, queued):
@@ -108,7 +115,7 @@ class ReportsMixin:
         for ev, _ in kept:
             if id(ev) not in self._in_flight:
                 by_addr[self._current_address(ev)].append(ev)
-        ok = True
+        ok, sent = True, 0
         for addr, evs in by_addr.items():
             for batch in batches(evs, MAX_EVENTS_PER_REPORT):
                 # A keepalive's delivery may have sent some of these meanwhile.
@@ -118,12 +125,13 @@ class ReportsMixin:
                     continue
                 try:
                     await self._send_tracked(addr, batch)
+                    sent += 1
                 except Exception as e:
                     self.log.warning("could not report %d job event(s) to the schedd at %s (%s); retrying",
                                      len(batch), addr, describe(e))
                     ok = False
                     break
-        return ok
+        return ok, sent
 
     async def _send_tracked(self, address: str, evs: list[JobEvent], wait_for_ready: bool = False) -> None:
         """Send `evs` in one call, marked in flight meanwhile; on success they leave the queue."""

@@ -171,6 +171,23 @@ async def test_a_caller_that_gives_up_does_not_break_the_others():
         await a
 
 
+async def test_releases_for_the_same_reason_share_one_call():
+    class _Releases(_Stub):
+        async def ReleaseClaim(self, request, timeout=None):
+            self.calls.append(("ReleaseClaim", [request.reason, *request.claim_ids]))
+            return startd_pb2.ReleaseClaimReply(released=len(request.claim_ids))
+
+    stub = _Releases()
+    calls = _calls(stub)
+    replies = await asyncio.gather(calls.release_claim("s", "a", "done"), calls.release_claim("s", "b", "done"),
+                                   calls.release_claim("s", "c", "held"))
+    assert sorted(stub.calls) == [("ReleaseClaim", ["done", "a", "b"]), ("ReleaseClaim", ["held", "c"])]
+    assert [r.released for r in replies] == [2, 2, 1]
+    single = _Releases()
+    await _calls(single, batching=False).release_claim("s", "a", "done")
+    assert single.calls == [("ReleaseClaim", ["done", "a"])]
+
+
 def test_event_reports_are_cut_into_bounded_batches_in_order():
     assert batches(list(range(5)), 2) == [[0, 1], [2, 3], [4]]
     assert batches([], 3) == []
@@ -221,7 +238,7 @@ async def test_a_backlog_of_events_goes_in_bounded_reports_each_event_once():
     r = _Reporter()
     for i in range(2 * MAX_EVENTS_PER_REPORT + 50):
         r._queue_event(_event(i))
-    assert await r._deliver_pending()
+    assert await r._deliver_pending() == (True, 3)
     assert [len(c) for c in r.calls] == [MAX_EVENTS_PER_REPORT, MAX_EVENTS_PER_REPORT, 50]
     assert [j for c in r.calls for j in c] == [f"1.{i}" for i in range(2 * MAX_EVENTS_PER_REPORT + 50)]
     assert r._events == []
@@ -232,10 +249,10 @@ async def test_a_failed_report_keeps_its_events_and_those_behind_it_in_order():
     n = 2 * MAX_EVENTS_PER_REPORT + 50
     for i in range(n):
         r._queue_event(_event(i))
-    assert not await r._deliver_pending()
+    assert await r._deliver_pending() == (False, 1)
     assert [len(c) for c in r.calls] == [MAX_EVENTS_PER_REPORT, MAX_EVENTS_PER_REPORT]
     assert [e.job_id for e, _ in r._events] == [f"1.{i}" for i in range(MAX_EVENTS_PER_REPORT, n)]
-    assert await r._deliver_pending()
+    assert await r._deliver_pending() == (True, 2)
     delivered = r.calls[0] + r.calls[2] + r.calls[3]
     assert delivered == [f"1.{i}" for i in range(n)] and r._events == []
 
