@@ -387,7 +387,8 @@ def _table(r: dict[str, Any]) -> list[str]:
         f"  {'schedd history polls (mean wall)':<44}{r['history_polls']:>5d} ({r['history_poll_ms']} ms)",
         "  schedd: " + ", ".join(f"{k} {v}" for k, v in r["schedd_counters"].items())
         + f", commits {r['schedd_commits']}, fsyncs {r['schedd_fsyncs']}",
-        "  schedd's claim calls to startds: " + ", ".join(f"{k} {v}" for k, v in r.get("startd_claim_calls", {}).items()),
+        "  schedd's claim calls to startds: "
+        + ", ".join(f"{k} {v}" for k, v in r.get("startd_claim_calls", {}).items()),
         f"collector, from this process (one ad of {r['ad_attrs']} attributes):",
         f"  {'UpdateAds of one ad, mean / p50 / p90':<44}{r['ad_update_ms']:>10.3f} / {r['ad_update_p50_ms']:.3f} / "
         f"{r['ad_update_p90_ms']:.3f} ms ({AD_UPDATES} calls)",
