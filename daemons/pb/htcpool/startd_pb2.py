@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from daemons.pb.htcpool import common_pb2 as htcpool_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14htcpool/startd.proto\x12\nhtcpool.v1\x1a\x14htcpool/common.proto\"\xb0\x01\n\x10\x44rainJobsRequest\x12\x0f\n\x07machine\x18\x01 \x01(\t\x12!\n\x03how\x18\x02 \x01(\x0e\x32\x14.htcpool.v1.DrainHow\x12\x1c\n\x14resume_on_completion\x18\x03 \x01(\x08\x12\x12\n\ncheck_expr\x18\x04 \x01(\t\x12\x12\n\nstart_expr\x18\x05 \x01(\t\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x12\n\nrequest_id\x18\x07 \x01(\t\"@\n\x0e\x44rainJobsReply\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"=\n\x16\x43\x61ncelDrainJobsRequest\x12\x0f\n\x07machine\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"2\n\x14\x43\x61ncelDrainJobsReply\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x81\x02\n\x13RequestClaimRequest\x12\x10\n\x08\x63laim_id\x18\x01 \x01(\t\x12#\n\x06job_ad\x18\x02 \x01(\x0b\x32\x13.htcpool.v1.ClassAd\x12\x13\n\x0bschedd_name\x18\x03 \x01(\t\x12\x16\n\x0eschedd_address\x18\x04 \x01(\t\x12\x11\n\tsubmitter\x18\x05 \x01(\t\x12\x41\n\tresources\x18\x06 \x03(\x0b\x32..htcpool.v1.RequestClaimRequest.ResourcesEntry\x1a\x30\n\x0eResourcesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\xbd\x01\n\x11RequestClaimReply\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x10\n\x08\x63laim_id\x18\x03 \x01(\t\x12$\n\x07slot_ad\x18\x04 \x01(\x0b\x32\x13.htcpool.v1.ClassAd\x12(\n\x0bleftover_ad\x18\x05 \x01(\x0b\x32\x13.htcpool.v1.ClassAd\x12\x19\n\x11leftover_claim_id\x18\x06 \x01(\t\x12\x0f\n\x07pending\x18\x07 \x01(\x08\"M\n\x14\x41\x63tivateClaimRequest\x12\x10\n\x08\x63laim_id\x18\x01 \x01(\t\x12#\n\x06job_ad\x18\x02 \x01(\x0b\x32\x13.htcpool.v1.ClassAd\"D\n\x12\x41\x63tivateClaimReply\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x12\n\nstart_time\x18\x03 \x01(\x01\"8\n\x13ReleaseClaimRequest\x12\x11\n\tclaim_ids\x18\x01 \x03(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"%\n\x11ReleaseClaimReply\x12\x10\n\x08released\x18\x01 \x01(\x05\"=\n\x10KeepAliveRequest\x12\x11\n\tclaim_ids\x18\x01 \x03(\t\x12\x16\n\x0eschedd_address\x18\x02 \x01(\t\"+\n\x0eKeepAliveReply\x12\x19\n\x11unknown_claim_ids\x18\x01 \x03(\t*H\n\x08\x44rainHow\x12\x19\n\x15\x44RAIN_HOW_UNSPECIFIED\x10\x00\x12\x0c\n\x08GRACEFUL\x10\x01\x12\t\n\x05QUICK\x10\x02\x12\x08\n\x04\x46\x41ST\x10\x03\x32\xe2\x03\n\x06Startd\x12N\n\x0cRequestClaim\x12\x1f.htcpool.v1.RequestClaimRequest\x1a\x1d.htcpool.v1.RequestClaimReply\x12Q\n\rActivateClaim\x12 .htcpool.v1.ActivateClaimRequest\x1a\x1e.htcpool.v1.ActivateClaimReply\x12N\n\x0cReleaseClaim\x12\x1f.htcpool.v1.ReleaseClaimRequest\x1a\x1d.htcpool.v1.ReleaseClaimReply\x12\x45\n\tKeepAlive\x12\x1c.htcpool.v1.KeepAliveRequest\x1a\x1a.htcpool.v1.KeepAliveReply\x12\x45\n\tDrainJobs\x12\x1c.htcpool.v1.DrainJobsRequest\x1a\x1a.htcpool.v1.DrainJobsReply\x12W\n\x0f\x43\x61ncelDrainJobs\x12\".htcpool.v1.CancelDrainJobsRequest\x1a .htcpool.v1.CancelDrainJobsReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14htcpool/startd.proto\x12\nhtcpool.v1\x1a\x14htcpool/common.proto\"\xb0\x01\n\x10\x44rainJobsRequest\x12\x0f\n\x07machine\x18\x01 \x01(\t\x12!\n\x03how\x18\x02 \x01(\x0e\x32\x14.htcpool.v1.DrainHow\x12\x1c\n\x14resume_on_completion\x18\x03 \x01(\x08\x12\x12\n\ncheck_expr\x18\x04 \x01(\t\x12\x12\n\nstart_expr\x18\x05 \x01(\t\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x12\n\nrequest_id\x18\x07 \x01(\t\"@\n\x0e\x44rainJobsReply\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"=\n\x16\x43\x61ncelDrainJobsRequest\x12\x0f\n\x07machine\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"2\n\x14\x43\x61ncelDrainJobsReply\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x81\x02\n\x13RequestClaimRequest\x12\x10\n\x08\x63laim_id\x18\x01 \x01(\t\x12#\n\x06job_ad\x18\x02 \x01(\x0b\x32\x13.htcpool.v1.ClassAd\x12\x13\n\x0bschedd_name\x18\x03 \x01(\t\x12\x16\n\x0eschedd_address\x18\x04 \x01(\t\x12\x11\n\tsubmitter\x18\x05 \x01(\t\x12\x41\n\tresources\x18\x06 \x03(\x0b\x32..htcpool.v1.RequestClaimRequest.ResourcesEntry\x1a\x30\n\x0eResourcesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\xbd\x01\n\x11RequestClaimReply\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x10\n\x08\x63laim_id\x18\x03 \x01(\t\x12$\n\x07slot_ad\x18\x04 \x01(\x0b\x32\x13.htcpool.v1.ClassAd\x12(\n\x0bleftover_ad\x18\x05 \x01(\x0b\x32\x13.htcpool.v1.ClassAd\x12\x19\n\x11leftover_claim_id\x18\x06 \x01(\t\x12\x0f\n\x07pending\x18\x07 \x01(\x08\"M\n\x14\x41\x63tivateClaimRequest\x12\x10\n\x08\x63laim_id\x18\x01 \x01(\t\x12#\n\x06job_ad\x18\x02 \x01(\x0b\x32\x13.htcpool.v1.ClassAd\"D\n\x12\x41\x63tivateClaimReply\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12\x12\n\nstart_time\x18\x03 \x01(\x01\"G\n\x14RequestClaimsRequest\x12/\n\x06\x63laims\x18\x01 \x03(\x0b\x32\x1f.htcpool.v1.RequestClaimRequest\"D\n\x12RequestClaimsReply\x12.\n\x07replies\x18\x01 \x03(\x0b\x32\x1d.htcpool.v1.RequestClaimReply\"N\n\x15\x41\x63tivateClaimsRequest\x12\x35\n\x0b\x61\x63tivations\x18\x01 \x03(\x0b\x32 .htcpool.v1.ActivateClaimRequest\"F\n\x13\x41\x63tivateClaimsReply\x12/\n\x07replies\x18\x01 \x03(\x0b\x32\x1e.htcpool.v1.ActivateClaimReply\"8\n\x13ReleaseClaimRequest\x12\x11\n\tclaim_ids\x18\x01 \x03(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"%\n\x11ReleaseClaimReply\x12\x10\n\x08released\x18\x01 \x01(\x05\"=\n\x10KeepAliveRequest\x12\x11\n\tclaim_ids\x18\x01 \x03(\t\x12\x16\n\x0eschedd_address\x18\x02 \x01(\t\"+\n\x0eKeepAliveReply\x12\x19\n\x11unknown_claim_ids\x18\x01 \x03(\t*H\n\x08\x44rainHow\x12\x19\n\x15\x44RAIN_HOW_UNSPECIFIED\x10\x00\x12\x0c\n\x08GRACEFUL\x10\x01\x12\t\n\x05QUICK\x10\x02\x12\x08\n\x04\x46\x41ST\x10\x03\x32\x8b\x05\n\x06Startd\x12N\n\x0cRequestClaim\x12\x1f.htcpool.v1.RequestClaimRequest\x1a\x1d.htcpool.v1.RequestClaimReply\x12Q\n\rActivateClaim\x12 .htcpool.v1.ActivateClaimRequest\x1a\x1e.htcpool.v1.ActivateClaimReply\x12Q\n\rRequestClaims\x12 .htcpool.v1.RequestClaimsRequest\x1a\x1e.htcpool.v1.RequestClaimsReply\x12T\n\x0e\x41\x63tivateClaims\x12!.htcpool.v1.ActivateClaimsRequest\x1a\x1f.htcpool.v1.ActivateClaimsReply\x12N\n\x0cReleaseClaim\x12\x1f.htcpool.v1.ReleaseClaimRequest\x1a\x1d.htcpool.v1.ReleaseClaimReply\x12\x45\n\tKeepAlive\x12\x1c.htcpool.v1.KeepAliveRequest\x1a\x1a.htcpool.v1.KeepAliveReply\x12\x45\n\tDrainJobs\x12\x1c.htcpool.v1.DrainJobsRequest\x1a\x1a.htcpool.v1.DrainJobsReply\x12W\n\x0f\x43\x61ncelDrainJobs\x12\".htcpool.v1.CancelDrainJobsRequest\x1a .htcpool.v1.CancelDrainJobsReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,8 +34,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_REQUESTCLAIMREQUEST_RESOURCESENTRY']._loaded_options = None
   _globals['_REQUESTCLAIMREQUEST_RESOURCESENTRY']._serialized_options = b'8\001'
-  _globals['_DRAINHOW']._serialized_start=1224
-  _globals['_DRAINHOW']._serialized_end=1296
+  _globals['_DRAINHOW']._serialized_start=1519
+  _globals['_DRAINHOW']._serialized_end=1591
   _globals['_DRAINJOBSREQUEST']._serialized_start=59
   _globals['_DRAINJOBSREQUEST']._serialized_end=235
   _globals['_DRAINJOBSREPLY']._serialized_start=237
@@ -54,14 +54,22 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ACTIVATECLAIMREQUEST']._serialized_end=947
   _globals['_ACTIVATECLAIMREPLY']._serialized_start=949
   _globals['_ACTIVATECLAIMREPLY']._serialized_end=1017
-  _globals['_RELEASECLAIMREQUEST']._serialized_start=1019
-  _globals['_RELEASECLAIMREQUEST']._serialized_end=1075
-  _globals['_RELEASECLAIMREPLY']._serialized_start=1077
-  _globals['_RELEASECLAIMREPLY']._serialized_end=1114
-  _globals['_KEEPALIVEREQUEST']._serialized_start=1116
-  _globals['_KEEPALIVEREQUEST']._serialized_end=1177
-  _globals['_KEEPALIVEREPLY']._serialized_start=1179
-  _globals['_KEEPALIVEREPLY']._serialized_end=1222
-  _globals['_STARTD']._serialized_start=1299
-  _globals['_STARTD']._serialized_end=1781
+  _globals['_REQUESTCLAIMSREQUEST']._serialized_start=1019
+  _globals['_REQUESTCLAIMSREQUEST']._serialized_end=1090
+  _globals['_REQUESTCLAIMSREPLY']._serialized_start=1092
+  _globals['_REQUESTCLAIMSREPLY']._serialized_end=1160
+  _globals['_ACTIVATECLAIMSREQUEST']._serialized_start=1162
+  _globals['_ACTIVATECLAIMSREQUEST']._serialized_end=1240
+  _globals['_ACTIVATECLAIMSREPLY']._serialized_start=1242
+  _globals['_ACTIVATECLAIMSREPLY']._serialized_end=1312
+  _globals['_RELEASECLAIMREQUEST']._serialized_start=1314
+  _globals['_RELEASECLAIMREQUEST']._serialized_end=1370
+  _globals['_RELEASECLAIMREPLY']._serialized_start=1372
+  _globals['_RELEASECLAIMREPLY']._serialized_end=1409
+  _globals['_KEEPALIVEREQUEST']._serialized_start=1411
+  _globals['_KEEPALIVEREQUEST']._serialized_end=1472
+  _globals['_KEEPALIVEREPLY']._serialized_start=1474
+  _globals['_KEEPALIVEREPLY']._serialized_end=1517
+  _globals['_STARTD']._serialized_start=1594
+  _globals['_STARTD']._serialized_end=2245
 # @@protoc_insertion_point(module_scope)

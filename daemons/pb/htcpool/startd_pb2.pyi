@@ -122,6 +122,30 @@ class ActivateClaimReply(_message.Message):
     start_time: float
     def __init__(self, ok: _Optional[bool] = ..., reason: _Optional[str] = ..., start_time: _Optional[float] = ...) -> None: ...
 
+class RequestClaimsRequest(_message.Message):
+    __slots__ = ("claims",)
+    CLAIMS_FIELD_NUMBER: _ClassVar[int]
+    claims: _containers.RepeatedCompositeFieldContainer[RequestClaimRequest]
+    def __init__(self, claims: _Optional[_Iterable[_Union[RequestClaimRequest, _Mapping]]] = ...) -> None: ...
+
+class RequestClaimsReply(_message.Message):
+    __slots__ = ("replies",)
+    REPLIES_FIELD_NUMBER: _ClassVar[int]
+    replies: _containers.RepeatedCompositeFieldContainer[RequestClaimReply]
+    def __init__(self, replies: _Optional[_Iterable[_Union[RequestClaimReply, _Mapping]]] = ...) -> None: ...
+
+class ActivateClaimsRequest(_message.Message):
+    __slots__ = ("activations",)
+    ACTIVATIONS_FIELD_NUMBER: _ClassVar[int]
+    activations: _containers.RepeatedCompositeFieldContainer[ActivateClaimRequest]
+    def __init__(self, activations: _Optional[_Iterable[_Union[ActivateClaimRequest, _Mapping]]] = ...) -> None: ...
+
+class ActivateClaimsReply(_message.Message):
+    __slots__ = ("replies",)
+    REPLIES_FIELD_NUMBER: _ClassVar[int]
+    replies: _containers.RepeatedCompositeFieldContainer[ActivateClaimReply]
+    def __init__(self, replies: _Optional[_Iterable[_Union[ActivateClaimReply, _Mapping]]] = ...) -> None: ...
+
 class ReleaseClaimRequest(_message.Message):
     __slots__ = ("claim_ids", "reason")
     CLAIM_IDS_FIELD_NUMBER: _ClassVar[int]

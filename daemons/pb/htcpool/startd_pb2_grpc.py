@@ -44,6 +44,16 @@ class StartdStub:
                 request_serializer=htcpool_dot_startd__pb2.ActivateClaimRequest.SerializeToString,
                 response_deserializer=htcpool_dot_startd__pb2.ActivateClaimReply.FromString,
                 _registered_method=True)
+        self.RequestClaims = channel.unary_unary(
+                '/htcpool.v1.Startd/RequestClaims',
+                request_serializer=htcpool_dot_startd__pb2.RequestClaimsRequest.SerializeToString,
+                response_deserializer=htcpool_dot_startd__pb2.RequestClaimsReply.FromString,
+                _registered_method=True)
+        self.ActivateClaims = channel.unary_unary(
+                '/htcpool.v1.Startd/ActivateClaims',
+                request_serializer=htcpool_dot_startd__pb2.ActivateClaimsRequest.SerializeToString,
+                response_deserializer=htcpool_dot_startd__pb2.ActivateClaimsReply.FromString,
+                _registered_method=True)
         self.ReleaseClaim = channel.unary_unary(
                 '/htcpool.v1.Startd/ReleaseClaim',
                 request_serializer=htcpool_dot_startd__pb2.ReleaseClaimRequest.SerializeToString,
@@ -80,6 +90,22 @@ class StartdServicer:
 
     def ActivateClaim(self, request, context):
         """Starts a job on a claimed slot; it runs for its duration in pool time.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RequestClaims(self, request, context):
+        """Several RequestClaim in one call (the matches of one negotiation with this startd).
+        Each claim keeps its own semantics (its own claim id, lease and activation) and its
+        own answer: one reply per request, in order, a refusal failing only that claim.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ActivateClaims(self, request, context):
+        """Several ActivateClaim in one call; one reply per activation, in order.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -127,6 +153,16 @@ def add_StartdServicer_to_server(servicer, server):
                     servicer.ActivateClaim,
                     request_deserializer=htcpool_dot_startd__pb2.ActivateClaimRequest.FromString,
                     response_serializer=htcpool_dot_startd__pb2.ActivateClaimReply.SerializeToString,
+            ),
+            'RequestClaims': grpc.unary_unary_rpc_method_handler(
+                    servicer.RequestClaims,
+                    request_deserializer=htcpool_dot_startd__pb2.RequestClaimsRequest.FromString,
+                    response_serializer=htcpool_dot_startd__pb2.RequestClaimsReply.SerializeToString,
+            ),
+            'ActivateClaims': grpc.unary_unary_rpc_method_handler(
+                    servicer.ActivateClaims,
+                    request_deserializer=htcpool_dot_startd__pb2.ActivateClaimsRequest.FromString,
+                    response_serializer=htcpool_dot_startd__pb2.ActivateClaimsReply.SerializeToString,
             ),
             'ReleaseClaim': grpc.unary_unary_rpc_method_handler(
                     servicer.ReleaseClaim,
@@ -203,6 +239,60 @@ class Startd:
             '/htcpool.v1.Startd/ActivateClaim',
             htcpool_dot_startd__pb2.ActivateClaimRequest.SerializeToString,
             htcpool_dot_startd__pb2.ActivateClaimReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RequestClaims(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/htcpool.v1.Startd/RequestClaims',
+            htcpool_dot_startd__pb2.RequestClaimsRequest.SerializeToString,
+            htcpool_dot_startd__pb2.RequestClaimsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ActivateClaims(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/htcpool.v1.Startd/ActivateClaims',
+            htcpool_dot_startd__pb2.ActivateClaimsRequest.SerializeToString,
+            htcpool_dot_startd__pb2.ActivateClaimsReply.FromString,
             options,
             channel_credentials,
             insecure,
