@@ -11,6 +11,7 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import Iterable
 
+import classad2
 import grpc
 
 from daemons.core import ads
@@ -46,25 +47,28 @@ class ClaimsMixin:
         return limits if self.cfg.claim_recycling_consider_limits else None
 
     async def _claim_and_run(self, job: Job, claim_id: str, slot_ad_text: str, submitter: str,
-                             consumed: dict[str, int] | None = None, limits: str = "") -> None:
+                             consumed: dict[str, int] | None = None, limits: str = "",
+                             slot_ad: classad2.ClassAd | None = None) -> None:
         """Claim a matched slot and start the job; with MAX_PENDING_STARTD_CONTACTS, at most
         that many at a time (the others wait their turn without costing anything). `limits`:
         the concurrency limits the negotiator counted this match against ("" for leftovers,
-        which the negotiator never saw)."""
+        which the negotiator never saw). `slot_ad`: the slot ad already parsed, if it is."""
         if self._contacts is None:
-            await self._claim_and_run_now(job, claim_id, slot_ad_text, submitter, consumed, limits)
+            await self._claim_and_run_now(job, claim_id, slot_ad_text, submitter, consumed, limits, slot_ad)
             return
         async with self._contacts:
-            await self._claim_and_run_now(job, claim_id, slot_ad_text, submitter, consumed, limits)
+            await self._claim_and_run_now(job, claim_id, slot_ad_text, submitter, consumed, limits, slot_ad)
 
     async def _claim_and_run_now(self, job: Job, claim_id: str, slot_ad_text: str, submitter: str,
-                                 consumed: dict[str, int] | None = None, limits: str = "") -> None:
-        try:
-            slot_ad = ads.parse_ad(slot_ad_text, "matched slot ad")
-        except ads.AdError as e:
-            job.reserved = False
-            self.log.warning("match for job %s carries a bad slot ad: %s", job.id, e)
-            return
+                                 consumed: dict[str, int] | None = None, limits: str = "",
+                                 slot_ad: classad2.ClassAd | None = None) -> None:
+        if slot_ad is None:
+            try:
+                slot_ad = ads.parse_ad(slot_ad_text, "matched slot ad")
+            except ads.AdError as e:
+                job.reserved = False
+                self.log.warning("match for job %s carries a bad slot ad: %s", job.id, e)
+                return
         addr = _strip_addr(str(ads.get(slot_ad, "StartdIpAddr") or ads.get(slot_ad, "MyAddress") or ""))
         slot_name = str(ads.get(slot_ad, "Name", "?"))
         try:
@@ -112,7 +116,7 @@ class ClaimsMixin:
         if job is None:
             return
         job.reserved = True
-        await self._claim_and_run(job, claim_id, leftover_text, submitter)
+        await self._claim_and_run(job, claim_id, leftover_text, submitter, slot_ad=slot_ad)
 
     async def _activate(self, claim: ScheddClaim, job: Job) -> None:
         """Start `job` on `claim`.
