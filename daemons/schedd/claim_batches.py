@@ -72,7 +72,7 @@ RELEASES = _Kind("releases", "", "ReleaseClaim",
 
 
 class StartdCalls:
-    """RequestClaim / ActivateClaim to any startd, batched per startd address."""
+    """RequestClaim, ActivateClaim and ReleaseClaim to any startd, batched per startd address."""
 
     def __init__(self, stub_for: Callable[[str], startd_pb2_grpc.StartdStub], log: logging.Logger,
                  batching: bool = True) -> None:
