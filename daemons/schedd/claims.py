@@ -174,6 +174,10 @@ class ClaimsMixin:
             await self.txlog.commit()
             return
         self.counters["jobs_started"] += 1
+        if job.matched_at > 0:
+            # Only a job started on a negotiator's match (not a leftover or a reused claim).
+            self.activation_delay.observe(self.clock.now() - job.matched_at)
+            job.matched_at = 0.0
         self.log.info("Started job %s on %s", job.id, claim.slot_name)
         self.trigger("advertise")
         await self.txlog.commit(n)
