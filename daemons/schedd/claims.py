@@ -111,6 +111,7 @@ class ClaimsMixin:
         if job is None:
             return
         job.reserved = True
+        job.matched_at = 0.0   # no match of its own: not counted in the activation delays
         await self._claim_and_run(job, claim_id, leftover_text, submitter)
 
     async def _activate(self, claim: ScheddClaim, job: Job) -> None:
@@ -208,6 +209,7 @@ class ClaimsMixin:
                                                claim.slot_ad, now, self._recycling_limits(claim.limits))
             if job is not None:
                 job.reserved = True
+                job.matched_at = 0.0   # no match of its own: not counted in the activation delays
                 self.counters["claim_reuses"] += 1
                 self.log.info("Reusing claim on %s for job %s", claim.slot_name, job.id)
                 await self._activate(claim, job)

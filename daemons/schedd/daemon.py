@@ -355,14 +355,14 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
     # ---- status ---------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         s = self.base_status()
+        s["claim_activation_delay"] = self.activation_delay.snapshot()   # match to running job
         counts = self.queue.counts_by_submitter()
         s.update({"jobs": len(self.queue), "claims": len(self.claims), "submitters": counts,
                   "autoclustering": dict(self.ac_stats.summary(), enabled=self.ac.cfg.enabled,
                                          significant_attributes=list(self.ac.base_list()),
                                          known_signatures=self.ac.known_signatures),
                   "counters": dict(self.counters), "job_queue_log": str(self.cfg.job_queue_log),
-                  "fsyncs": self.txlog.fsyncs, "commits": self.txlog.commits,
-                  "claim_activation_delay": self.activation_delay.snapshot()})
+                  "fsyncs": self.txlog.fsyncs, "commits": self.txlog.commits})
         return s
 
     def status_detail(self, name: str) -> Any | None:
