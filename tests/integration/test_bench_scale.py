@@ -32,8 +32,8 @@ async def test_schedd_counts_each_matched_job_from_match_to_activation(make_pool
 
 
 def test_bench_scale_refuses_bad_options(tmp_path):
-    for args, what in ((["--sizes", "10,x"], "--sizes"), (["--scales", "0"], "--scales"),
-                       (["--distribution", "pareto"], "--distribution"), (["--quantile", "2"], "--quantile")):
+    # (each option's checks are unit-tested; here: the command's exit code and one-line message)
+    for args, what in ((["--scales", "0"], "--scales"), (["--distribution", "pareto"], "--distribution")):
         r = htcpool("bench", "scale", *args, "--out", str(tmp_path / "out"))
         assert r.returncode == 2, r.stdout + r.stderr
         assert what in r.stderr and "Traceback" not in r.stderr
