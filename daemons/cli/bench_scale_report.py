@@ -148,7 +148,7 @@ def plot(summary: dict[str, Any], path: Path) -> Path:
             right.plot([x for x, _ in pts], [y for _, y in pts], "o-", color=color, label=role)
     total = [(p["slots"], p["cpu_s_per_pool_hour_total"]) for p in sizes if p["cpu_s_per_pool_hour_total"]]
     if total:
-        right.plot([x for x, _ in total], [y for _, y in total], "k--", label="all daemons")
+        right.plot([x for x, _ in total], [y for _, y in total], "kx--", label="all daemons")
     right.set_xscale("log")
     right.set_yscale("log")
     right.set_xlabel("pool size (slots)")

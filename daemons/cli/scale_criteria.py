@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Sequence
 
 from daemons.cli.experiments import loading
@@ -120,23 +120,25 @@ def activation_check(delta: dict[str, Any], crit: Criteria) -> dict[str, Any]:
 
 # ---- loading factor -----------------------------------------------------------------------
 def slot_records(completed: Sequence[JobRecord], running: Sequence[JobRecord]) -> dict[str, list[JobRecord]]:
-    """Per slot: its completed jobs in order, then the job it runs now (the 'sentinel' that
-    closes the last completed job's held time). A slot idle right now closes with its last
-    completed job, whose own held time is not known yet."""
+    """Per slot: its completed jobs in the order they started, then the job it runs now (the
+    'sentinel' that closes the last completed job's held time). A slot idle right now closes
+    with its last completed job, whose own held time is not known yet. Each record's `proc`
+    becomes its place on the slot: a job that went back to the queue (a failed claim) can
+    run after jobs submitted later than it."""
     by_slot: dict[str, list[JobRecord]] = defaultdict(list)
     for r in completed:
         by_slot[r.slot].append(r)
     now_running = {r.slot: r for r in running}
     out = {}
     for slot in set(by_slot) | set(now_running):
-        recs = sorted(by_slot.get(slot, []), key=lambda r: r.proc)
+        recs = sorted(by_slot.get(slot, []), key=lambda r: (r.start_date, r.proc))
         if slot in now_running:
             recs.append(now_running[slot])
         elif recs:
             last = recs[-1]
             recs[-1] = JobRecord(last.machine, last.proc, last.slot, last.start_date, 0, 0.0, last.duration,
                                  sentinel=True)
-        out[slot] = recs
+        out[slot] = [replace(r, proc=i) for i, r in enumerate(recs)]
     return out
 
 

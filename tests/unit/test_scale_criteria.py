@@ -105,7 +105,10 @@ def test_loading_factor_against_the_seed_formula_on_the_same_jobs():
 
 def test_an_idle_slot_closes_with_its_last_completed_job():
     recs = sc.slot_records([_done(2, "s1", 601, 100.0), _done(1, "s1", 1, 400.0)], [])
-    assert [r.proc for r in recs["s1"]] == [1, 2] and [r.sentinel for r in recs["s1"]] == [False, True]
+    assert [r.start_date for r in recs["s1"]] == [1, 601] and [r.sentinel for r in recs["s1"]] == [False, True]
+    # In the order they ran, whatever their job ids (a job back from a failed claim runs later).
+    recs = sc.slot_records([_done(9, "s1", 1, 400.0), _done(2, "s1", 601, 100.0)], [_running(1, "s1", 901)])
+    assert [(r.proc, r.start_date) for r in recs["s1"]] == [(0, 1), (1, 601), (2, 901)]
     c = sc.loading_check([_done(1, "s1", 1, 400.0), _done(2, "s1", 601, 100.0)], [], CYCLES, 300.0, 0.0,
                          1000.0, CRIT)
     assert (c["jobs"], c["measured"], c["error"]) == (1, 0.66667, 0.0)
