@@ -116,6 +116,7 @@ class ClaimsMixin:
         if job is None:
             return
         job.reserved = True
+        job.matched_at = 0.0   # no match of its own: not counted in the activation delays
         await self._claim_and_run(job, claim_id, leftover_text, submitter, slot_ad=slot_ad)
 
     async def _activate(self, claim: ScheddClaim, job: Job) -> None:
@@ -179,6 +180,10 @@ class ClaimsMixin:
             await self.txlog.commit()
             return
         self.counters["jobs_started"] += 1
+        if job.matched_at > 0:
+            # Only a job started on a negotiator's match (not a leftover or a reused claim).
+            self.activation_delay.observe(self.clock.now() - job.matched_at)
+            job.matched_at = 0.0
         self.log.info("Started job %s on %s", job.id, claim.slot_name)
         self.trigger("advertise")
         await self.txlog.commit(n)
@@ -208,6 +213,7 @@ class ClaimsMixin:
                                                claim.slot_ad, now, self._recycling_limits(claim.limits))
             if job is not None:
                 job.reserved = True
+                job.matched_at = 0.0   # no match of its own: not counted in the activation delays
                 self.counters["claim_reuses"] += 1
                 self.log.info("Reusing claim on %s for job %s", claim.slot_name, job.id)
                 await self._activate(claim, job)

@@ -26,6 +26,7 @@ from daemons.core.daemon import Daemon
 from daemons.core.rpc import describe
 from daemons.pb.htcpool import common_pb2, negotiator_pb2_grpc, schedd_pb2_grpc
 from daemons.schedd import txlog
+from daemons.schedd.activation import DelayHistogram
 from daemons.schedd.autocluster import (IDENTIFIER, AutoclusterConfig, Autoclusterer, AutoclusterStats,
                                         check_names, parse_rounding)
 from daemons.schedd.claim_batches import StartdCalls
@@ -167,6 +168,7 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         self._log_seq = 0
         self._advertised_submitters: set[str] = set()
         self.counters = defaultdict(int)
+        self.activation_delay = DelayHistogram()   # match to running job, pool seconds
         n = cfg.max_pending_startd_contacts
         self._contacts: asyncio.Semaphore | None = asyncio.Semaphore(n) if n > 0 else None
         self.startd_calls = StartdCalls(self._startd, self.log, cfg.batch_claims)
@@ -360,6 +362,7 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
     # ---- status ---------------------------------------------------------------------
     def status(self) -> dict[str, Any]:
         s = self.base_status()
+        s["claim_activation_delay"] = self.activation_delay.snapshot()   # match to running job
         counts = self.queue.counts_by_submitter()
         s.update({"jobs": len(self.queue), "claims": len(self.claims), "submitters": counts,
                   "autoclustering": dict(self.ac_stats.summary(), enabled=self.ac.cfg.enabled,
@@ -403,6 +406,11 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
                   "autocluster_ids_assigned_total": float(self.ac.ids_assigned),
                   "autocluster_id_cost_jobs": {(("le_us", k),): float(v)
                                                for k, v in a["id_cost_histogram_us"].items()}})
+        d = self.activation_delay
+        m.update({"claim_activation_delay_pool_seconds_bucket": {(("le", k),): v for k, v in d.cumulative().items()},
+                  "claim_activation_delay_pool_seconds_count": float(d.total),
+                  "claim_activation_delay_pool_seconds_sum": d.sum_s,
+                  "claim_activation_delay_max_pool_seconds": d.max_s})
         return m
 
 

@@ -32,6 +32,9 @@ class Job:
     submitter: str = ""
     # Not persisted: a match is being turned into a running job.
     reserved: bool = False
+    # Not persisted: the pool time its latest match arrived (0: none pending), for the
+    # match-to-activation delay.
+    matched_at: float = 0.0
     # Not persisted: the autocluster cache (AutoClusterId, AutoClusterAttrs).
     ac_id: int | None = None
     ac_attrs: tuple[str, ...] = ()

@@ -93,6 +93,7 @@ class NegotiationMixin:
                               request_id, session.submitter, ads.get(slot_ad, "Name"))
                 return
         job.reserved = True
+        job.matched_at = self.clock.now()
         self.counters["matches"] += 1
         self.spawn(self._claim_and_run(job, claim_id, slot_ad_text, session.submitter, consumed or None, limits),
                    f"schedd:claim:{job.id}")

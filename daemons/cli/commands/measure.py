@@ -43,6 +43,26 @@ def register(sub) -> None:
     b.add_argument("--minutes", type=float, default=5.0, help="time budget (default 5)")
     b.add_argument("--seed", type=int, default=0, help="hypothesis seed: the same seed tries the same inputs")
     b.add_argument("--out", help="where the pool, its logs and failures.json go (default a new temp dir)")
+    b = benches.add_parser("scale", parents=[common],
+                           help="the highest faithful TIME_SCALE of a steady pool at 1k, 10k and 50k slots")
+    b.add_argument("--sizes", default="1000,10000,50000", help="pool sizes in slots (default 1000,10000,50000)")
+    b.add_argument("--scales", default="100,300,1000,3000,10000",
+                   help="TIME_SCALEs to try in rising order, stopping at the first unfaithful one "
+                        "(default 100,300,1000,3000,10000)")
+    b.add_argument("--interval", type=float, help="NEGOTIATOR_INTERVAL, pool s (default 300; --quick 60)")
+    b.add_argument("--mean", type=float, help="mean job duration, pool s (default 3600; --quick 600)")
+    b.add_argument("--distribution", default="exponential",
+                   help="job durations: exponential, lognormal, uniform or fixed (default exponential)")
+    b.add_argument("--warmup-hours", type=float, help="pool hours after the pool fills before measuring "
+                                                      "(default 1; --quick 1/6)")
+    b.add_argument("--window-hours", type=float, help="pool hours measured per step (default 3; --quick 0.5)")
+    b.add_argument("--quantile", type=float, default=1.0,
+                   help="share of the observations each criterion must hold for (default 1: every one)")
+    b.add_argument("--max-step-wall", type=float, default=0.0,
+                   help="wall seconds a step may take (default 0: set-up time plus twice the step's pool time)")
+    b.add_argument("--quick", action="store_true", help="short jobs and windows, for a test")
+    b.add_argument("--seed", type=int, default=0, help="the workload's random seed")
+    b.add_argument("--out", help="where CSV and PNG go (default results/scale)")
     for b in benches.choices.values():
         b.add_argument("--json", action="store_true", help="end with one JSON object")
         b.set_defaults(fn=cmd_bench)
