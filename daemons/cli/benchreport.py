@@ -87,7 +87,10 @@ def flatten(obj: Any, prefix: str = "") -> Iterator[tuple[str, float]]:
             yield from flatten(v, f"{prefix}.{k}" if prefix else str(k))
     elif isinstance(obj, list):
         for i, v in enumerate(obj):
-            yield from flatten(v, f"{prefix}[{_row_label(v, i)}]")
+            label = _row_label(v, i)
+            if "=" in label:          # the row's own name is not one of its figures
+                v = {k: x for k, x in v.items() if k != label.split("=", 1)[0]}
+            yield from flatten(v, f"{prefix}[{label}]")
 
 
 def goal_ratios(bench: str, result: dict[str, Any]) -> list[dict[str, Any]]:
