@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from daemons.cli import lagreport
 from daemons.cli.client import PoolClient, wait_for
-from daemons.cli.pool import LocalPool, PoolError
+from daemons.cli.pool import LocalPool, PoolError, peak_rss_mb  # noqa: F401 (the benches' import)
 from daemons.cli.profiling import Profiler, ProfilerMissing
 from daemons.core import ads
 from daemons.core.config import ConfigError
@@ -98,17 +98,6 @@ def synthetic_slot_ad(index: int, *, my_type: str = "Machine", host: str = SYNTH
 
 
 # ---- process figures from /proc ------------------------------------------------------
-def peak_rss_mb(pid: int) -> float | None:
-    """VmHWM (peak resident set) of a live process, in MiB."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
 def cpu_seconds(pid: int) -> float | None:
     """User + system CPU time of a live process."""
     try:

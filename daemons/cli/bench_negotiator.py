@@ -259,6 +259,7 @@ async def _run_size(slots: int, args: argparse.Namespace, state: Path, emit: Cal
             })
             out["peak_rss_mb"] = {k: round(v, 1) for k, d in {**core.daemons, **startds.daemons}.items()
                                   if (v := peak_rss_mb(d.pid)) is not None}
+            out.update(_bytes_per_item(out["peak_rss_mb"], real_slots, n))
             dead = [k for k, d in {**core.daemons, **startds.daemons}.items() if not d.alive()]
             if dead:
                 raise BenchFailed(f"daemon(s) exited during the benchmark: {', '.join(dead)}")
@@ -268,6 +269,20 @@ async def _run_size(slots: int, args: argparse.Namespace, state: Path, emit: Cal
     finally:
         startds.stop()
         core.stop()
+    return out
+
+
+def _bytes_per_item(peaks: dict[str, float], slots: int, jobs: int) -> dict[str, int]:
+    """Issue 14's memory figures: peak RSS over what each daemon holds (whole process, baseline included)."""
+    mib = 1024 * 1024
+    out = {}
+    if "collector" in peaks:
+        out["collector_bytes_per_slot_ad"] = round(peaks["collector"] * mib / slots)
+    if "schedd" in peaks and jobs:
+        out["schedd_bytes_per_idle_job"] = round(peaks["schedd"] * mib / jobs)
+    startd = [v for k, v in peaks.items() if k.startswith("startd")]
+    if startd:
+        out["startd_bytes_per_slot"] = round(sum(startd) * mib / slots)
     return out
 
 
@@ -318,6 +333,14 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
     for r in rows:
         if "phases_s" in r:
             lines.append(f"  {r['slots']:>7} " + ", ".join(f"{k} {v:.3f}" for k, v in r["phases_s"].items()))
+    lines.append("  peak RSS (MB) of every daemon; bytes per slot ad (collector), per idle job (schedd), "
+                 "per slot (startds):")
+    for r in rows:
+        if "peak_rss_mb" in r:
+            lines.append(f"  {r['slots']:>7} " + ", ".join(f"{k} {v:.0f}" for k, v in r["peak_rss_mb"].items()))
+            lines.append(f"  {'':>7} {r.get('collector_bytes_per_slot_ad', 0):,} B per slot ad, "
+                         f"{r.get('schedd_bytes_per_idle_job', 0):,} B per idle job, "
+                         f"{r.get('startd_bytes_per_slot', 0):,} B per slot")
     lines.append("  set-up per size (wall s): submit / advertise / whole run:")
     for r in rows:
         if "submit_s" in r:

@@ -30,9 +30,10 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from daemons.core.common import SUBSYS
 from daemons.core.config import check_config_file
@@ -42,6 +43,30 @@ TOKENS_DIR = "tokens.d"
 TLS_DIR = "tls"
 # The environment a daemon needs to be started again exactly as before.
 _POOL_ENV = ("_CONDOR_", "HTCPOOL_", "PYTHON")
+# Where stopping pools leave their daemons' peak RSS (record_peaks): the benches report it.
+_peak_listeners: list[dict[str, float]] = []
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    """VmHWM (peak resident set) of a live process, in MiB."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+@contextmanager
+def record_peaks(into: dict[str, float]) -> Iterator[dict[str, float]]:
+    """While inside, every LocalPool that stops first records each daemon's peak RSS (MiB)
+    into `into`, as "<state dir name>/<daemon key>"."""
+    _peak_listeners.append(into)
+    try:
+        yield into
+    finally:
+        _peak_listeners.remove(into)
 
 
 class PoolError(RuntimeError):
@@ -490,6 +515,13 @@ class LocalPool:
     # ---- stopping ----------------------------------------------------------------------
     def stop(self, timeout_s: float = 15.0) -> None:
         """Stop every daemon, the collector last so the others can withdraw their ads."""
+        if _peak_listeners:
+            for k, d in self.daemons.items():
+                mb = peak_rss_mb(d.pid) if d.alive() else None
+                if mb is not None:
+                    for into in _peak_listeners:
+                        key = f"{self.state_dir.name}/{k}"
+                        into[key] = max(mb, into.get(key, 0.0))
         stop_in_order({k: d.pid for k, d in self.daemons.items() if d.alive()}, timeout_s)
         for d in self.daemons.values():
             if d.proc is not None:

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, AsyncIterator
 
+import classad2
 import grpc
 
 from daemons.core import ads
-from daemons.collector.store import StoreError
+from daemons.collector.compact import Prepared
+from daemons.collector.store import LAG_ATTR, StoreError
 from daemons.pb.htcpool import collector_pb2 as pb
 from daemons.pb.htcpool import collector_pb2_grpc as pb_grpc
 from daemons.pb.htcpool import common_pb2
@@ -34,31 +36,41 @@ class CollectorService(pb_grpc.CollectorServicer):
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                     f"ad {i + 1} of {len(request.ads)}: {len(a.text):,} characters, more than "
                                     f"COLLECTOR_MAX_AD_SIZE ({cfg.max_ad_size:,})")
-        # Parse and check every ad before storing any: one bad ad stores nothing.
-        parsed = []
+        # Check every ad before storing any: one bad ad stores nothing. An ad in the plain
+        # one-line form daemons send is read item by item (store.prepare); others are parsed.
+        store = self.d.store
+        steps: list[Prepared | classad2.ClassAd] = []
         for i, a in enumerate(request.ads):
+            prepared = store.prepare(a.text)
+            if prepared is not None:
+                steps.append(prepared)
+                continue
             what = f"ad {i + 1} of {len(request.ads)}"
             try:
                 ad = ads.parse_ad(a.text, what)
-                self.d.store.check(ad, what)
+                store.check(ad, what)
             except (ads.AdError, StoreError) as e:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-            parsed.append(ad)
+            steps.append(ad)
         now = self.d.clock.now()
         addresses: dict[str, str] = {}
-        for ad in parsed:
-            self.d.store.update(ad, now)
-            if "HtcpoolLoopLagSustainedWall" in ad:
-                self.d.note_lag(ad)
-            addr = ads.get(ad, "MyAddress")
+        for step in steps:
+            if isinstance(step, Prepared):
+                store.update_prepared(step, now)
+                addr, who = step.my_address, f'{step.my_type} "{step.name}"'
+            else:
+                store.update(step, now)
+                if LAG_ATTR in step:
+                    self.d.note_lag(step)
+                addr, who = ads.get(step, "MyAddress"), f'{ads.get(step, "MyType")} "{ads.get(step, "Name")}"'
             if isinstance(addr, str) and addr not in addresses:
-                addresses[addr] = f'{ads.get(ad, "MyType")} "{ads.get(ad, "Name")}"'
+                addresses[addr] = who
         for addr, who in addresses.items():
             self.d.prober.check(who, addr, context.peer() or "")
         invalidated = 0
         if request.invalidate_names:
             invalidated = self.d.store.invalidate(request.invalidate_type or "Machine", request.invalidate_names)
-        return pb.UpdateAdsReply(updated=len(parsed), invalidated=invalidated)
+        return pb.UpdateAdsReply(updated=len(steps), invalidated=invalidated)
 
     async def InvalidateAds(self, request: pb.InvalidateAdsRequest,
                             context: grpc.aio.ServicerContext) -> pb.InvalidateAdsReply:
@@ -95,12 +107,14 @@ class CollectorService(pb_grpc.CollectorServicer):
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
         self.d.queries_total += 1
         try:
-            texts = self.d.store.query(request.my_type or "Any", self.d.expiry_now(), constraint,
-                                       list(request.projection), request.include_private,
-                                       check=self.d.query_budget())
+            selected = self.d.store.select(request.my_type or "Any", self.d.expiry_now(), constraint,
+                                           check=self.d.query_budget())
         except ads.WorkLimitError as e:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
-        for i in range(0, len(texts), QUERY_CHUNK):
-            yield pb.QueryAdsReply(ads=[common_pb2.ClassAd(text=t) for t in texts[i:i + QUERY_CHUNK]])
-        if not texts:
+        # Printed a chunk at a time: the whole answer is never in memory at once.
+        texts = self.d.store.render(selected, list(request.projection), request.include_private)
+        for i in range(0, len(selected), QUERY_CHUNK):
+            yield pb.QueryAdsReply(ads=[common_pb2.ClassAd(text=next(texts))
+                                        for _ in range(min(QUERY_CHUNK, len(selected) - i))])
+        if not selected:
             yield pb.QueryAdsReply()

@@ -3,50 +3,86 @@
 Ads are keyed by (MyType, Name), as HTCondor keys them. Each update stamps
 LastHeardFrom; an ad expires when LastHeardFrom + lifetime has passed, the lifetime
 being the ad's own ClassAdLifetime or else CLASSAD_LIFETIME (HTCondor's rule).
-Claim ids are private (ads.is_private): kept apart from the ad, as HTCondor's collector
-keeps a startd's private ad apart. Constraints are evaluated against the public ad only
-(so no query can test a claim id's characters one by one), and the private attributes
-are added to what is returned only when asked, which only callers holding NEGOTIATOR
-may (the security table).
+Claim ids are private (ads.is_private): constraints are evaluated against the public
+attributes only (so no query can test a claim id's characters one by one), and the
+private attributes are added to what is returned only when asked, which only callers
+holding NEGOTIATOR may (the security table).
+
+Storage is compact (collector/compact.py): an ad is a tuple of shared attribute texts,
+not a parsed ClassAd plus its text. An update in the plain one-line form daemons send is
+read item by item (`prepare`), each distinct value text checked and printed by classad2
+once; anything else is parsed whole (`update`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+import sys
+from typing import Callable, Iterable, Iterator, Sequence
 
 import classad2
 
+from daemons.collector import compact
 from daemons.core import ads
+
+LAG_ATTR = "HtcpoolLoopLagSustainedWall"
 
 
 class StoreError(ValueError):
     pass
 
 
-@dataclass
 class StoredAd:
-    my_type: str
-    name: str
-    ad: classad2.ClassAd                   # the public ad: what constraints see
-    full_text: str
-    public_text: str
-    last_heard: float
-    lifetime: float
-    private: classad2.ClassAd | None = None   # the private attributes, if any
+    """One ad. `items` is None for an ad whose text the compact form cannot split safely
+    (nested ads, quoted attribute names): it keeps its printed texts instead."""
+
+    __slots__ = ("my_type", "name", "layout", "items", "texts", "last_heard", "lifetime")
+
+    def __init__(self, my_type: str, name: str, layout: compact.Layout | None, items: tuple[str, ...] | None,
+                 texts: tuple[str, str] | None, last_heard: float, lifetime: float) -> None:
+        self.my_type, self.name = my_type, name
+        self.layout, self.items, self.texts = layout, items, texts
+        self.last_heard, self.lifetime = last_heard, lifetime
 
     def expired(self, now: float) -> bool:
         return now > self.last_heard + self.lifetime
 
+    def text(self, include_private: bool = False) -> str:
+        if self.items is None:
+            assert self.texts is not None
+            return self.texts[0] if include_private else self.texts[1]
+        assert self.layout is not None
+        return compact.full_text(self.items) if include_private else compact.public_text(self.layout, self.items)
+
+    def projected(self, projection: Sequence[str], include_private: bool) -> str:
+        if self.items is not None:
+            assert self.layout is not None
+            return compact.project(self.layout, self.items, projection, include_private)
+        ad = classad2.ClassAd(self.text(include_private=True))
+        shown = classad2.ClassAd()
+        for a in projection:
+            if ads.is_attr_name(a) and a in ad and (include_private or not ads.is_private(a)):
+                shown[a] = ad.lookup(a)
+        return repr(shown)
+
+    def matches(self, constraint: compact.Constraint) -> bool:
+        if self.items is None:
+            assert self.texts is not None
+            return constraint.matches_text(self.texts[1])
+        assert self.layout is not None
+        return constraint.matches(self.layout, self.items)
+
 
 def _key(my_type: str, name: str) -> tuple[str, str]:
-    return (my_type.lower(), name)
+    return (sys.intern(my_type.lower()), name)
 
 
 class AdStore:
     def __init__(self, default_lifetime_s: float) -> None:
         self.default_lifetime_s = default_lifetime_s
         self._ads: dict[tuple[str, str], StoredAd] = {}
+        self._interner = compact.Interner()
+        self._canon = compact.Canon()
         self.updates_total = 0
+        self.prepared_total = 0       # updates read item by item, not parsed whole
         self.expired_total = 0
         self.invalidated_total = 0
 
@@ -64,33 +100,54 @@ class AdStore:
             raise StoreError(f"{what}: Name is missing or not a string")
         return my_type, name
 
+    # ---- updates ------------------------------------------------------------------------------
+    def prepare(self, text: str) -> compact.Prepared | None:
+        """An update read without parsing it whole, or None: then parse it and call update."""
+        return compact.prepare(text, self._canon)
+
+    def update_prepared(self, p: compact.Prepared, now: float) -> StoredAd:
+        lifetime = float(p.lifetime) if p.lifetime else self.default_lifetime_s
+        layout, items = self._interner.compact(p.pairs, int(now))
+        stored = StoredAd(sys.intern(p.my_type), p.name, layout, items, None, now, lifetime)
+        self._ads[_key(p.my_type, p.name)] = stored
+        self.updates_total += 1
+        self.prepared_total += 1
+        return stored
+
     def update(self, ad: classad2.ClassAd, now: float, what: str = "ad") -> StoredAd:
         my_type, name = self.check(ad, what)
-        ad["LastHeardFrom"] = int(now)
         lifetime = ads.get(ad, "ClassAdLifetime")
         if isinstance(lifetime, bool) or not isinstance(lifetime, (int, float)) or lifetime <= 0:
             lifetime = self.default_lifetime_s
-        full = repr(ad)
-        public_ad = ads.without_private(ad)
-        private = None
-        if public_ad is not ad:
-            private = ads.project(ad, [k for k in ad.keys() if ads.is_private(k)])
-        public = full if private is None else repr(public_ad)
-        stored = StoredAd(my_type, name, public_ad, full, public, now, float(lifetime), private)
+        if compact.LAST_HEARD in ad:
+            del ad[compact.LAST_HEARD]
+        printed = repr(ad)
+        pairs = ads.split_ad_text(printed)
+        if pairs is not None and len(pairs) == len(ad):
+            layout, items = self._interner.compact(pairs, int(now))
+            stored = StoredAd(sys.intern(my_type), name, layout, items, None, now, float(lifetime))
+        else:
+            ad[compact.LAST_HEARD] = int(now)
+            full = repr(ad)
+            public = ads.without_private(ad)
+            stored = StoredAd(sys.intern(my_type), name, None, None,
+                              (full, full if public is ad else repr(public)), now, float(lifetime))
         self._ads[_key(my_type, name)] = stored
         self.updates_total += 1
         return stored
 
+    # ---- invalidation, queries, expiry -------------------------------------------------------
     def invalidate(self, my_type: str, names: Iterable[str] = (),
                    constraint: classad2.ExprTree | None = None, check: Callable[[], None] | None = None) -> int:
         """Remove ads by name and by constraint; `check` (ads.work_budget) may stop the
         constraint's evaluation, and then nothing is removed."""
         doomed = []
         if constraint is not None:
+            c = compact.Constraint(constraint)
             for key, stored in self._ads.items():
                 if check is not None:
                     check()
-                if self._type_matches(stored, my_type) and ads.is_true(ads.evaluate(constraint, stored.ad)):
+                if self._type_matches(stored, my_type) and stored.matches(c):
                     doomed.append(key)
         removed = 0
         for n in names:
@@ -106,34 +163,41 @@ class AdStore:
     def _type_matches(stored: StoredAd, my_type: str) -> bool:
         return my_type in ("", "Any", "any") or stored.my_type.lower() == my_type.lower()
 
-    def query(self, my_type: str, now: float, constraint: classad2.ExprTree | None = None,
-              projection: Sequence[str] = (), include_private: bool = False,
-              check: Callable[[], None] | None = None) -> list[str]:
-        out: list[str] = []
+    def select(self, my_type: str, now: float, constraint: classad2.ExprTree | None = None,
+               check: Callable[[], None] | None = None) -> list[StoredAd]:
+        """The live ads of the type that the constraint selects (evaluated on public attributes)."""
+        c = compact.Constraint(constraint) if constraint is not None else None
+        out = []
         for stored in self._ads.values():
             if not self._type_matches(stored, my_type) or stored.expired(now):
                 continue
-            if constraint is not None:
+            if c is not None:
                 if check is not None:
                     check()
-                if not ads.is_true(ads.evaluate(constraint, stored.ad)):
+                if not stored.matches(c):
                     continue
-            if projection:
-                shown = ads.project(stored.ad, projection)
-                if include_private and stored.private is not None:
-                    for a in projection:
-                        if a in stored.private:
-                            shown[a] = stored.private.lookup(a)
-                out.append(repr(shown))
-            else:
-                out.append(stored.full_text if include_private else stored.public_text)
+            out.append(stored)
         return out
+
+    @staticmethod
+    def render(selected: Iterable[StoredAd], projection: Sequence[str] = (),
+               include_private: bool = False) -> Iterator[str]:
+        """The texts of selected ads, printed one at a time (a big answer is never all in memory)."""
+        for stored in selected:
+            yield stored.projected(projection, include_private) if projection else stored.text(include_private)
+
+    def query(self, my_type: str, now: float, constraint: classad2.ExprTree | None = None,
+              projection: Sequence[str] = (), include_private: bool = False,
+              check: Callable[[], None] | None = None) -> list[str]:
+        return list(self.render(self.select(my_type, now, constraint, check), projection, include_private))
 
     def expire(self, now: float) -> list[StoredAd]:
         gone = [s for s in self._ads.values() if s.expired(now)]
         for s in gone:
             del self._ads[_key(s.my_type, s.name)]
         self.expired_total += len(gone)
+        if self._interner.needs_sweep():
+            self._interner.sweep((s.layout, s.items) for s in self._ads.values() if s.items is not None)
         return gone
 
     def counts(self) -> dict[str, int]:

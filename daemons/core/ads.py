@@ -199,6 +199,21 @@ def split_ad_text(text: str) -> list[tuple[str, str]] | None:
     return items
 
 
+def split_ad_text_strictly(text: str) -> list[tuple[str, str]] | None:
+    """Like split_ad_text, for text from outside: every character belongs to an item
+    (split_ad_text's quick form may pass over junk between items), and an ad that ends
+    in ';' is not taken. None when the text is not that plain form."""
+    t = text.strip()
+    if len(t) < 2 or t[0] != "[" or t[-1] != "]":
+        return None
+    inner = t[1:-1]
+    if not inner.strip():
+        return []
+    if inner.rstrip().endswith(";"):
+        return None
+    return _split_exactly(inner)
+
+
 def _split_exactly(inner: str) -> list[tuple[str, str]] | None:
     out = []
     pos, end = 0, len(inner)

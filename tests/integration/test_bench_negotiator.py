@@ -22,6 +22,11 @@ def test_bench_negotiator_tiny():
     assert row["jobs"] == 500 and row["job_kinds"] == 40
     assert set(row["phases_s"]) == {"query", "parse", "accounting", "significant", "group", "negotiate"}
     assert "slots  cycle_s  matches/s" in r.stdout
+    # Every daemon's peak RSS, and issue 14's memory figures per slot ad, idle job and slot.
+    assert set(row["peak_rss_mb"]) >= {"collector", "negotiator", "schedd", "startd1", "startd2", "startd3"}
+    assert row["collector_bytes_per_slot_ad"] > 0 and row["schedd_bytes_per_idle_job"] > 0
+    assert row["startd_bytes_per_slot"] > 0
+    assert "B per slot ad" in r.stdout and result["bench"] == "negotiator"
 
 
 def test_bench_negotiator_refuses_bad_sizes():

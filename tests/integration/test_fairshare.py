@@ -174,6 +174,12 @@ async def test_bad_policies_are_reported_and_the_rest_of_the_pool_negotiates(mak
         await c.submit(LONG.format(extra="", n=6), "six.sub", "erin")
         running = await wait_jobs(c, "JobStatus == 2", 4)
         assert {attr(j, "RemoteHost").split("_")[0] for j in running} == {"slot2"}
+    bad_policy = 'ConsumptionCpus = "four" does not evaluate to a non-negative number'
+
+    async def logged() -> bool:
+        # Logged as the cycle ends, which on a loaded machine can be after the jobs started.
+        return bad_policy in (pool.state_dir / "log" / "NegotiatorLog").read_text()
+    await wait_for(logged, timeout_s=30, what="the bad consumption policy in the NegotiatorLog")
     log = (pool.state_dir / "log" / "NegotiatorLog").read_text()
     assert "GROUP_QUOTA_a = -3 is negative" in log
     assert "GROUP_QUOTA_zzz names group 'zzz', which GROUP_NAMES does not list; ignored" in log

@@ -5,8 +5,10 @@ import argparse
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    from daemons.cli import benchreport
     from daemons.cli.bench import BENCHES
-    return BENCHES[args.name](args)
+    # Every bench: peak RSS of its daemons, ratios to issue 14's goals and to --baseline.
+    return benchreport.run(args.name, BENCHES[args.name], args)
 
 
 def register(sub) -> None:
@@ -65,6 +67,8 @@ def register(sub) -> None:
     b.add_argument("--out", help="where CSV and PNG go (default results/scale)")
     for b in benches.choices.values():
         b.add_argument("--json", action="store_true", help="end with one JSON object")
+        b.add_argument("--baseline", metavar="FILE",
+                       help="a previous run's --json output: print each figure's ratio to it")
         b.set_defaults(fn=cmd_bench)
 
     from daemons.cli.experiments import EXPERIMENTS
