@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 MAX_QUEUE_COUNT = 2 ** 31 - 2          # condor_submit: 0 <= N < INT_MAX
 _VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 _KEYWORD = re.compile(r"(?i)(?:^|(?<=\s))(in|from|matching)(?=\s|\(|\[|$)")
-_SLICE = re.compile(r"^\[\s*(-?\d*)\s*(?::\s*(-?\d*)\s*)?(?::\s*(-?\d*)\s*)?\]")
+_SLICE = re.compile(r"^\[\s*(-?\d+)?\s*(?::\s*(-?\d+)?\s*)?(?::\s*(-?\d+)?\s*)?\]")
 
 
 class QueueError(ValueError):
@@ -147,6 +147,10 @@ def _qualifiers(st: QueueStatement, tail: str) -> str:
             st.slice = _parse_slice(s)
             tail = tail[s.end():].lstrip()
             continue
+        if tail.startswith("["):
+            # Where a slice may stand, '[' opens one (as condor_submit reads it): not an item.
+            bad = tail.split("]", 1)[0] + ("]" if "]" in tail else "")
+            raise QueueError(f"slice {bad!r}: expected [start:stop:step] with whole numbers")
         return tail
 
 

@@ -53,6 +53,13 @@ def test_queue_in_a_multiline_list_and_a_slice():
     assert [j["Args"] for j in jobs] == ['"b"', '"d"']
 
 
+@pytest.mark.parametrize("bad", ["[::-]", "[1:x]", "[-]", "[1:x"])
+def test_a_slice_that_is_not_whole_numbers_is_refused(bad):
+    """Found by the fuzzer: '[::-]' raised ValueError (a traceback, not an error line)."""
+    with pytest.raises(SubmitError, match=r"job\.sub, line 2: slice .*expected \[start:stop:step\]"):
+        parse_submit(HEAD + f"queue x in {bad} (a b c)\n", "job.sub")
+
+
 def test_queue_from_a_file_uses_the_items_the_client_read():
     desc = parse_submit(HEAD + "arguments = $(n)\nqueue n from numbers.txt\n", "job.sub")
     items = resolve_external_items(desc, lambda name: ["1", "", "2", "3"] if name == "numbers.txt" else [],
