@@ -266,14 +266,17 @@ class SubmitContext:
     first_proc: int = 0
 
 
-def build_jobs(desc: SubmitDescription, ctx: SubmitContext, *, max_jobs: int | None = None,
-               sample: bool = False) -> list[dict[str, str]]:
-    """Expand a parsed description into proc ads (attribute -> expression text).
+# Built-in macros whose value changes from one job of a queue item to the next.
+_PER_PROC_MACRO = re.compile(r"\$\((?i:process|procid|step|node)\)")
+# Attributes every job has its own value of, whatever the description says.
+PER_JOB = frozenset(("ProcId", "GlobalJobId"))
 
-    `max_jobs`: MAX_JOBS_PER_SUBMISSION, checked before anything is built. `sample`:
-    build only the first and last job of each item (a client's check of a large
-    submission; the schedd builds them all).
-    """
+
+def _build(desc: SubmitDescription, ctx: SubmitContext, max_jobs: int | None,
+           sample: bool) -> list[tuple[dict[str, str], dict[str, str] | None]]:
+    """Each job as (ad, None), or as (ad of an earlier job, its own ProcId and GlobalJobId)
+    when nothing in force for its queue item refers to the job's number: then the jobs of
+    one item differ in nothing else, and `queue 100000` builds one ad, not 100,000."""
     total = count_jobs(desc)
     if max_jobs is not None and total > max_jobs:
         raise SubmitError(desc.file, None, f"{total:,} jobs in one submission; MAX_JOBS_PER_SUBMISSION is "
@@ -282,10 +285,22 @@ def build_jobs(desc: SubmitDescription, ctx: SubmitContext, *, max_jobs: int | N
     builder = JobBuilder(desc.file, ctx)
     macros: dict[str, str] = {}
     current: dict[str, Statement] = {}
-    jobs: list[dict[str, str]] = []
+    jobs: list[tuple[dict[str, str], dict[str, str] | None]] = []
     proc = ctx.first_proc
-    ad_budget = limits.current().max_ad_size * 256
+    max_size = limits.current().max_ad_size
+    ad_budget = max_size * 256
     spent = 0
+
+    def check(size: int, line: int) -> None:
+        nonlocal spent
+        if size > max_size:
+            raise SubmitError(desc.file, line, f"the job ad would be {size:,} characters, more than "
+                                               "the limit (see CLASSAD_MAX_AD_SIZE)")
+        spent += size
+        if spent > ad_budget:
+            raise SubmitError(desc.file, line, f"the submission's job ads would be more than "
+                                               f"{ad_budget:,} characters (256 x CLASSAD_MAX_AD_SIZE)")
+
     for item in desc.items:
         if isinstance(item, Statement):
             macros[item.key] = item.value
@@ -296,22 +311,72 @@ def build_jobs(desc: SubmitDescription, ctx: SubmitContext, *, max_jobs: int | N
             steps = range(item.count)
             if sample and item.count > 2:
                 steps = [0, item.count - 1]
+            same = not sample and not any(_PER_PROC_MACRO.search(t) for t in
+                                          [*macros.values(), *(v for _, v in values.values())])
+            template: dict[str, str] | None = None
+            size0 = 0
             for step in steps:
-                ad = builder.job(current, macros, values, proc + (step if sample else 0), step, index, item.line)
-                size = sum(len(k) + len(v) + 4 for k, v in ad.items())
-                if size > limits.current().max_ad_size:
-                    raise SubmitError(desc.file, item.line, f"the job ad would be {size:,} characters, more than "
-                                                            "the limit (see CLASSAD_MAX_AD_SIZE)")
-                spent += size
-                if spent > ad_budget:
-                    raise SubmitError(desc.file, item.line, f"the submission's job ads would be more than "
-                                                            f"{ad_budget:,} characters (256 x CLASSAD_MAX_AD_SIZE)")
-                jobs.append(ad)
+                number = proc + (step if sample else 0)
+                if template is not None:
+                    own = {"ProcId": str(number),
+                           "GlobalJobId": ads.literal(f"{ctx.schedd_name}#{ctx.cluster_id}.{number}#{ctx.now}")}
+                    check(size0 + sum(len(v) for v in own.values()), item.line)
+                    jobs.append((template, own))
+                else:
+                    ad = builder.job(current, macros, values, number, step, index, item.line)
+                    size = sum(len(k) + len(v) + 4 for k, v in ad.items())
+                    check(size, item.line)
+                    jobs.append((ad, None))
+                    if same:
+                        template = ad
+                        size0 = size - len(ad["ProcId"]) - len(ad["GlobalJobId"])
                 if not sample:
                     proc += 1
             if sample:
                 proc += item.count
     return jobs
+
+
+def build_jobs(desc: SubmitDescription, ctx: SubmitContext, *, max_jobs: int | None = None,
+               sample: bool = False) -> list[dict[str, str]]:
+    """Expand a parsed description into proc ads (attribute -> expression text).
+
+    `max_jobs`: MAX_JOBS_PER_SUBMISSION, checked before anything is built. `sample`:
+    build only the first and last job of each item (a client's check of a large
+    submission; the schedd builds them all).
+    """
+    return [ad if own is None else {**ad, **own} for ad, own in _build(desc, ctx, max_jobs, sample)]
+
+
+def common_attrs(procs: list[dict[str, str]]) -> dict[str, str]:
+    """The attributes every job ad of `procs` has with the same text (their cluster ad)."""
+    if not procs:
+        return {}
+    first = procs[0]
+    common = {k: v for k, v in first.items() if k not in PER_JOB}
+    for attrs in procs[1:]:
+        for k in [k for k, v in common.items() if attrs.get(k) != v]:
+            del common[k]
+        if not common:
+            break
+    return common
+
+
+def build_cluster(desc: SubmitDescription, ctx: SubmitContext, *,
+                  max_jobs: int | None = None) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """The cluster as HTCondor keeps it: the attributes its jobs share (the cluster ad),
+    and for each job what differs (its ProcId at least), in job order."""
+    built = _build(desc, ctx, max_jobs, False)
+    templates = list({id(ad): ad for ad, _ in built}.values())
+    common = common_attrs(templates)
+    diffs: dict[int, dict[str, str]] = {}
+    procs = []
+    for ad, own in built:
+        diff = diffs.get(id(ad))
+        if diff is None:
+            diff = diffs[id(ad)] = {k: v for k, v in ad.items() if k in PER_JOB or common.get(k) != v}
+        procs.append(diff if own is None else {**diff, **own})
+    return common, procs
 
 
 def submitter_of(attrs: dict[str, str], uid_domain: str) -> str:

@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator, NamedTuple
 
 NEW, DESTROY, SET, DELETE_ATTR, BEGIN, END, HEADER = 101, 102, 103, 104, 105, 106, 107
 
@@ -31,8 +31,8 @@ class LogCorrupt(Exception):
     pass
 
 
-@dataclass(frozen=True)
-class Op:
+class Op(NamedTuple):
+    # A tuple, not a dataclass: a replay makes one per line of the log.
     code: int
     key: str = ""
     name: str = ""
@@ -80,41 +80,58 @@ def parse_op(line: str, line_no: int, path: Path) -> Op:
     raise LogCorrupt(f"{path}, line {line_no}: unknown log op {code}")
 
 
+class LogReader:
+    """The committed ops of a log, in order, read as they are iterated (a replay holds one
+    transaction at a time, not the whole log); afterwards `seq` is the log's sequence
+    number, `cut` whether a transaction was cut off at the end, `entries` the ops given."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.seq = 0
+        self.cut = False
+        self.entries = 0
+
+    def __iter__(self) -> Iterator[Op]:
+        if not self.path.exists():
+            return
+        pending: list[Op] | None = None
+        with open(self.path, encoding="utf-8", errors="strict", newline="\n") as f:
+            for i, line in enumerate(f, 1):
+                if not line.endswith("\n"):
+                    break           # a final line without its newline is a torn write: ignore it
+                line = line[:-1]
+                if not line.strip():
+                    continue
+                op = parse_op(line, i, self.path)
+                if op.code == HEADER:
+                    try:
+                        self.seq = int(op.value.split()[0])
+                    except (ValueError, IndexError):
+                        self.seq = 0
+                    continue
+                if op.code == BEGIN:
+                    if pending is not None:
+                        raise LogCorrupt(f"{self.path}, line {i}: a transaction begins inside another")
+                    pending = []
+                elif op.code == END:
+                    if pending is None:
+                        raise LogCorrupt(f"{self.path}, line {i}: a transaction ends that never began")
+                    self.entries += len(pending)
+                    yield from pending
+                    pending = None
+                elif pending is not None:
+                    pending.append(op)
+                else:
+                    self.entries += 1
+                    yield op
+        self.cut = pending is not None
+
+
 def read_log(path: Path) -> tuple[list[Op], int, bool]:
     """Committed ops in order, the log's sequence number, and whether a transaction was cut off."""
-    if not path.exists():
-        return [], 0, False
-    data = path.read_text(encoding="utf-8", errors="strict")
-    lines = data.split("\n")
-    # A final line without its newline is a torn write: ignore it.
-    complete = lines[:-1]
-    ops: list[Op] = []
-    pending: list[Op] | None = None
-    seq = 0
-    for i, line in enumerate(complete, 1):
-        if not line.strip():
-            continue
-        op = parse_op(line, i, path)
-        if op.code == HEADER:
-            try:
-                seq = int(op.value.split()[0])
-            except (ValueError, IndexError):
-                seq = 0
-            continue
-        if op.code == BEGIN:
-            if pending is not None:
-                raise LogCorrupt(f"{path}, line {i}: a transaction begins inside another")
-            pending = []
-        elif op.code == END:
-            if pending is None:
-                raise LogCorrupt(f"{path}, line {i}: a transaction ends that never began")
-            ops.extend(pending)
-            pending = None
-        elif pending is not None:
-            pending.append(op)
-        else:
-            ops.append(op)
-    return ops, seq, pending is not None
+    reader = LogReader(path)
+    ops = list(reader)
+    return ops, reader.seq, reader.cut
 
 
 def _fsync_dir(path: Path) -> None:

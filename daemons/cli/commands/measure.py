@@ -43,6 +43,9 @@ def register(sub) -> None:
     b.add_argument("--minutes", type=float, default=5.0, help="time budget (default 5)")
     b.add_argument("--seed", type=int, default=0, help="hypothesis seed: the same seed tries the same inputs")
     b.add_argument("--out", help="where the pool, its logs and failures.json go (default a new temp dir)")
+    b = benches.add_parser("schedd", parents=[common],
+                           help="the schedd's job queue: submit, replay after a crash, queries, RSS per job")
+    b.add_argument("--jobs", type=int, default=100_000, help="jobs in one `queue N` (default 100,000)")
     for b in benches.choices.values():
         b.add_argument("--json", action="store_true", help="end with one JSON object")
         b.set_defaults(fn=cmd_bench)
