@@ -271,24 +271,20 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
                             opsys=self.cfg.opsys, default_request_memory=self.cfg.default_request_memory,
                             default_request_disk=self.cfg.default_request_disk,
                             default_request_cpus=self.cfg.default_request_cpus)
-        common, procs = build_cluster(desc, ctx, max_jobs=self.cfg.max_jobs_per_submission)
+        build = build_cluster(desc, ctx, max_jobs=self.cfg.max_jobs_per_submission)
         if not caller.open:
-            for text in {p.get("Owner", common.get("Owner", '""')) for p in procs}:
+            for text in {a.get("Owner", build.common.get("Owner", '""')) for a in build.distinct()}:
                 # `+Owner = "bob"` must not make alice's job bob's (qmgmt refuses it too; the
                 # submit parser already refuses +Owner as an attribute the schedd owns).
                 if ads.parse_expr(text).eval() != owner:
                     raise OwnerError(f"Owner = {text} in {file or 'the submit description'} is not the "
                                      f"authenticated user {caller.identity} (jobs are owned by whoever submits them)")
-        lines = self.queue.submit_lines(procs, cluster, common)
-        count = len(procs)
-        keys = [(cluster, int(p["ProcId"])) for p in procs]
-        del procs
-        self.queue.apply(lines)
-        number = self.txlog.append(lines)
-        del lines
+        number = self.txlog.append_transaction(self.queue.submit_transaction(build, cluster))
         await self.txlog.commit(number)
+        count = len(build)
         self.counters["jobs_submitted"] += count
-        submitters = sorted({self.queue.jobs[k].submitter for k in keys if k in self.queue.jobs})
+        submitters = sorted({self.queue.jobs[(cluster, n)].submitter for n in build.numbers()
+                             if (cluster, n) in self.queue.jobs})
         self.log.info("Submitted cluster %d: %d job(s) for %s", cluster, count, ", ".join(submitters))
         self.spawn(self._reschedule_negotiator(), "schedd:reschedule")
         return cluster, count

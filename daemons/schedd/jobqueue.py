@@ -8,6 +8,7 @@ a cluster share its cluster ad (log key "<cluster>.-1"), holding only what diffe
 from __future__ import annotations
 
 import bisect
+import io
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -16,7 +17,7 @@ from daemons.schedd import txlog
 from daemons.schedd.autocluster import AutoclusterConfig, Rounding, round_text
 from daemons.schedd.history import Record, record_text
 from daemons.schedd.job import ClusterAd, Job, JobAttrs  # noqa: F401  (JobAttrs: re-exported)
-from daemons.schedd.submit import HELD, IDLE, RUNNING, common_attrs, submitter_of
+from daemons.schedd.submit import HELD, IDLE, RUNNING, ClusterBuild, common_attrs, submitter_of
 
 HEADER_KEY = "0.0"
 _LIVE = Path("<live change>")
@@ -218,6 +219,12 @@ class JobQueue:
             return
         if op.code == txlog.NEW:
             cad = self.clusters.get(c)
+            old = self.jobs.get((c, p))
+            if old is not None:
+                # (HTCondor's log never makes a job twice; a second one replaces the first)
+                self._drop(old)
+                if cad is not None:
+                    self.clusters[c] = cad
             job = Job(c, p, cluster_ad=cad)
             self.jobs[job.key] = job
             job.queue = self
@@ -243,20 +250,7 @@ class JobQueue:
             if self._numbering is not None:
                 self.retired.append(Record(self._numbering, record_text(job.text(), self._numbering)))
                 self._numbering = None
-            del self.jobs[(c, p)]
-            self._count(self._contribution(job), -1)
-            self._index(self._idle_entry(job), job, add=False)
-            self._count_owner(job, "")
-            mine = self.by_submitter.get(job.submitter)
-            if mine is not None:
-                mine.pop(job.key, None)
-                if not mine:
-                    del self.by_submitter[job.submitter]
-            cad = job.cad
-            if cad is not None:
-                cad.procs -= 1
-                if cad.procs <= 0 and self.clusters.get(c) is cad:
-                    del self.clusters[c]   # the last job of the cluster is gone, and its cluster ad with it
+            self._drop(job)
             return
         if op.code not in (txlog.SET, txlog.DELETE_ATTR):
             return
@@ -279,6 +273,24 @@ class JobQueue:
             else:
                 own.pop(name, None)
         self._changed(job, low, change)
+
+    def _drop(self, job: Job) -> None:
+        """Take a job out of the queue and every index."""
+        del self.jobs[job.key]
+        self._count(self._contribution(job), -1)
+        self._index(self._idle_entry(job), job, add=False)
+        job.queue = None
+        self._count_owner(job, "")
+        mine = self.by_submitter.get(job.submitter)
+        if mine is not None:
+            mine.pop(job.key, None)
+            if not mine:
+                del self.by_submitter[job.submitter]
+        cad = job.cad
+        if cad is not None:
+            cad.procs -= 1
+            if cad.procs <= 0 and self.clusters.get(job.cluster) is cad:
+                del self.clusters[job.cluster]   # the last job of the cluster is gone, and its cluster ad with it
 
     def _set_value(self, attrs: dict, name: str, low: str, value: str) -> None:
         rule = self.rounding.get(low)
@@ -413,14 +425,40 @@ class JobQueue:
         at least). `procs` may hold whole job ads or only what differs from `common`."""
         if common is None:
             common = common_attrs(procs)
+        return list(self._submit_lines(procs, cluster, common))
+
+    @staticmethod
+    def _submit_lines(procs: Iterable[dict[str, str]], cluster: int, common: dict[str, str]) -> Iterator[str]:
         key = f"{cluster}.-1"
-        lines = [txlog.op_set(HEADER_KEY, "NextClusterNum", str(cluster + 1)), txlog.op_new(key)]
-        lines.extend(txlog.op_set(key, k, v) for k, v in common.items())
+        yield txlog.op_set(HEADER_KEY, "NextClusterNum", str(cluster + 1))
+        yield txlog.op_new(key)
+        for k, v in common.items():
+            yield txlog.op_set(key, k, v)
         for attrs in procs:
             key = f"{cluster}.{attrs['ProcId']}"
-            lines.append(txlog.op_new(key))
-            lines.extend(txlog.op_set(key, k, v) for k, v in attrs.items() if common.get(k) != v or k == "ProcId")
-        return lines
+            yield txlog.op_new(key)
+            for k, v in attrs.items():
+                if k == "ProcId" or common.get(k) != v:
+                    yield txlog.op_set(key, k, v)
+
+    def submit_transaction(self, build: ClusterBuild, cluster: int) -> str:
+        """Add a built cluster to the queue; returns the transaction's text for the log.
+
+        Line by line, each applied as it is written (the same path as replay), so a
+        `queue 100000` never holds its lines, only their text. Every value is checked
+        first: nothing changes if one cannot be logged."""
+        for attrs in (build.common, *build.distinct()):
+            for k, v in attrs.items():
+                if "\n" in v:
+                    raise ValueError(f"attribute {k}: value spans lines")
+        out = io.StringIO()
+        out.write(f"{txlog.BEGIN} \n")
+        for line in self._submit_lines(build.procs(), cluster, build.common):
+            out.write(line)
+            out.write("\n")
+            self.apply_op(txlog.parse_op(line, 0, _LIVE))
+        out.write(f"{txlog.END} \n")
+        return out.getvalue()
 
     def retire_lines(self, finished: list[tuple[Job, dict[str, str | None]]]) -> list[str]:
         """One transaction's lines that give each job its final attributes, number its

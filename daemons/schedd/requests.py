@@ -123,8 +123,9 @@ class RequestLists:
         self.generation = generation
         self._lists: dict[str, _Runs] = {}
         self._built_generation: int | None = None
-        # job key -> (job, where it stood in the lists at the last negotiation, or None)
-        self._changed: dict[tuple[int, int], tuple[Job, Place | None]] = {}
+        # id(job) -> (job, where it stood in the lists at the last negotiation, or None); by
+        # identity, not by key: a job replaced under its key is another job
+        self._changed: dict[int, tuple[Job, Place | None]] = {}
         self._stale = True          # rebuild every list from the queue when next asked
         self.rebuilds = 0           # lists built from the queue's idle index
         self.patched = 0            # jobs moved in place
@@ -132,9 +133,9 @@ class RequestLists:
 
     # ---- what the queue tells us -------------------------------------------------------
     def _note(self, job: Job, place: Place | None) -> None:
-        if self._stale or job.key in self._changed:
+        if self._stale or id(job) in self._changed:
             return
-        self._changed[job.key] = (job, place)
+        self._changed[id(job)] = (job, place)
         if len(self._changed) > MIN_REBUILD_CHANGES and len(self._changed) * 4 > len(self.queue):
             self._stale = True
             self._changed.clear()

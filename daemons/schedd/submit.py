@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable, Iterator
 
 from daemons.core import ads, limits
 from daemons.schedd import protected
@@ -272,11 +272,15 @@ _PER_PROC_MACRO = re.compile(r"\$\((?i:process|procid|step|node)\)")
 PER_JOB = frozenset(("ProcId", "GlobalJobId"))
 
 
+def _global_job_id(ctx: SubmitContext, proc: int) -> str:
+    return ads.literal(f"{ctx.schedd_name}#{ctx.cluster_id}.{proc}#{ctx.now}")
+
+
 def _build(desc: SubmitDescription, ctx: SubmitContext, max_jobs: int | None,
-           sample: bool) -> list[tuple[dict[str, str], dict[str, str] | None]]:
-    """Each job as (ad, None), or as (ad of an earlier job, its own ProcId and GlobalJobId)
-    when nothing in force for its queue item refers to the job's number: then the jobs of
-    one item differ in nothing else, and `queue 100000` builds one ad, not 100,000."""
+           sample: bool) -> list[tuple[dict[str, str], int | None]]:
+    """Each job as (its ad, None), or as (the ad of an earlier job, its own number) when
+    nothing in force for its queue item refers to the job's number: then the jobs of one
+    item differ in nothing but ProcId and GlobalJobId, and `queue 100000` builds one ad."""
     total = count_jobs(desc)
     if max_jobs is not None and total > max_jobs:
         raise SubmitError(desc.file, None, f"{total:,} jobs in one submission; MAX_JOBS_PER_SUBMISSION is "
@@ -285,11 +289,13 @@ def _build(desc: SubmitDescription, ctx: SubmitContext, max_jobs: int | None,
     builder = JobBuilder(desc.file, ctx)
     macros: dict[str, str] = {}
     current: dict[str, Statement] = {}
-    jobs: list[tuple[dict[str, str], dict[str, str] | None]] = []
+    jobs: list[tuple[dict[str, str], int | None]] = []
     proc = ctx.first_proc
     max_size = limits.current().max_ad_size
     ad_budget = max_size * 256
     spent = 0
+    # GlobalJobId's text but for the job's number (whose digits are never escaped).
+    gji_base = len(_global_job_id(ctx, 0)) - 1
 
     def check(size: int, line: int) -> None:
         nonlocal spent
@@ -314,14 +320,13 @@ def _build(desc: SubmitDescription, ctx: SubmitContext, max_jobs: int | None,
             same = not sample and not any(_PER_PROC_MACRO.search(t) for t in
                                           [*macros.values(), *(v for _, v in values.values())])
             template: dict[str, str] | None = None
-            size0 = 0
+            rest = 0      # the template's size without its ProcId and GlobalJobId values
             for step in steps:
                 number = proc + (step if sample else 0)
                 if template is not None:
-                    own = {"ProcId": str(number),
-                           "GlobalJobId": ads.literal(f"{ctx.schedd_name}#{ctx.cluster_id}.{number}#{ctx.now}")}
-                    check(size0 + sum(len(v) for v in own.values()), item.line)
-                    jobs.append((template, own))
+                    digits = len(str(number))
+                    check(rest + digits + gji_base + digits, item.line)
+                    jobs.append((template, number))
                 else:
                     ad = builder.job(current, macros, values, number, step, index, item.line)
                     size = sum(len(k) + len(v) + 4 for k, v in ad.items())
@@ -329,7 +334,7 @@ def _build(desc: SubmitDescription, ctx: SubmitContext, max_jobs: int | None,
                     jobs.append((ad, None))
                     if same:
                         template = ad
-                        size0 = size - len(ad["ProcId"]) - len(ad["GlobalJobId"])
+                        rest = size - len(ad["ProcId"]) - len(ad["GlobalJobId"])
                 if not sample:
                     proc += 1
             if sample:
@@ -345,38 +350,57 @@ def build_jobs(desc: SubmitDescription, ctx: SubmitContext, *, max_jobs: int | N
     build only the first and last job of each item (a client's check of a large
     submission; the schedd builds them all).
     """
-    return [ad if own is None else {**ad, **own} for ad, own in _build(desc, ctx, max_jobs, sample)]
+    return [ad if n is None else {**ad, "ProcId": str(n), "GlobalJobId": _global_job_id(ctx, n)}
+            for ad, n in _build(desc, ctx, max_jobs, sample)]
 
 
-def common_attrs(procs: list[dict[str, str]]) -> dict[str, str]:
+def common_attrs(procs: Iterable[dict[str, str]]) -> dict[str, str]:
     """The attributes every job ad of `procs` has with the same text (their cluster ad)."""
-    if not procs:
-        return {}
-    first = procs[0]
-    common = {k: v for k, v in first.items() if k not in PER_JOB}
-    for attrs in procs[1:]:
+    common: dict[str, str] | None = None
+    for attrs in procs:
+        if common is None:
+            common = {k: v for k, v in attrs.items() if k not in PER_JOB}
+            continue
         for k in [k for k, v in common.items() if attrs.get(k) != v]:
             del common[k]
         if not common:
             break
-    return common
+    return common or {}
 
 
-def build_cluster(desc: SubmitDescription, ctx: SubmitContext, *,
-                  max_jobs: int | None = None) -> tuple[dict[str, str], list[dict[str, str]]]:
-    """The cluster as HTCondor keeps it: the attributes its jobs share (the cluster ad),
-    and for each job what differs (its ProcId at least), in job order."""
-    built = _build(desc, ctx, max_jobs, False)
-    templates = list({id(ad): ad for ad, _ in built}.values())
-    common = common_attrs(templates)
-    diffs: dict[int, dict[str, str]] = {}
-    procs = []
-    for ad, own in built:
-        diff = diffs.get(id(ad))
-        if diff is None:
-            diff = diffs[id(ad)] = {k: v for k, v in ad.items() if k in PER_JOB or common.get(k) != v}
-        procs.append(diff if own is None else {**diff, **own})
-    return common, procs
+class ClusterBuild:
+    """A cluster as HTCondor keeps it: the attributes its jobs share (the cluster ad), and
+    for each job what differs (its ProcId at least), made as they are asked for, so a
+    `queue 100000` never holds 100,000 ads, nor 100,000 dictionaries, at once."""
+
+    def __init__(self, ctx: SubmitContext, built: list[tuple[dict[str, str], int | None]]) -> None:
+        self.ctx = ctx
+        self._built = built
+        templates = list({id(ad): ad for ad, _ in built}.values())
+        self.common = common_attrs(templates)
+        self._diffs = {id(ad): {k: v for k, v in ad.items() if k in PER_JOB or self.common.get(k) != v}
+                       for ad in templates}
+
+    def __len__(self) -> int:
+        return len(self._built)
+
+    def numbers(self) -> Iterator[int]:
+        for ad, n in self._built:
+            yield int(ad["ProcId"]) if n is None else n
+
+    def procs(self) -> Iterator[dict[str, str]]:
+        """Each job's own attributes, in job order."""
+        for ad, n in self._built:
+            diff = self._diffs[id(ad)]
+            yield diff if n is None else {**diff, "ProcId": str(n), "GlobalJobId": _global_job_id(self.ctx, n)}
+
+    def distinct(self) -> Iterator[dict[str, str]]:
+        """The own attributes of each distinct ad built (every value a job may have but its number)."""
+        return iter(self._diffs.values())
+
+
+def build_cluster(desc: SubmitDescription, ctx: SubmitContext, *, max_jobs: int | None = None) -> ClusterBuild:
+    return ClusterBuild(ctx, _build(desc, ctx, max_jobs, False))
 
 
 def submitter_of(attrs: dict[str, str], uid_domain: str) -> str:

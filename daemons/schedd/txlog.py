@@ -187,6 +187,15 @@ class TxLog:
         self._appended += 1
         return self._appended
 
+    def append_transaction(self, text: str) -> int:
+        """Add one transaction already written out, its BeginTransaction and EndTransaction
+        lines included (a large submit: JobQueue.submit_transaction); returns its number."""
+        if self._file is None:
+            self._file = open(self.path, "a", encoding="utf-8")
+        self._pending.append(text)
+        self._appended += 1
+        return self._appended
+
     async def commit(self, number: int | None = None) -> None:
         """Wait until transaction `number` (default: every one appended so far) is on disk."""
         target = self._appended if number is None else number

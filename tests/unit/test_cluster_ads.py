@@ -8,11 +8,12 @@ CTX = SubmitContext("alice", "example.org", 7, 1000, schedd_name="sched")
 
 
 def queue_of(text: str) -> tuple[JobQueue, list[str]]:
+    """A queue with the cluster submitted as the schedd does it, and the transaction's lines."""
     q = JobQueue("example.org")
-    common, procs = build_cluster(parse_submit(text), CTX)
-    lines = q.submit_lines(procs, 7, common)
-    q.apply(lines)
-    return q, lines
+    q.next_cluster = 7
+    written = q.submit_transaction(build_cluster(parse_submit(text), CTX), 7).split("\n")
+    assert written[0] == "105 " and written[-2:] == ["106 ", ""]
+    return q, written[1:-2]
 
 
 def replayed(lines: list[str]) -> JobQueue:
@@ -32,10 +33,17 @@ def test_build_cluster_is_build_jobs_split_into_common_and_own():
                  "cmd = /bin/sleep\nqueue 2 x in (a, b)\n",
                  "cmd = /bin/sleep\narguments = $(Step) $(Item)\nqueue 3 in (a, b)\n"):
         desc = parse_submit(text)
-        common, procs = build_cluster(desc, CTX)
-        assert [{**common, **own} for own in procs] == build_jobs(desc, CTX), text
+        built = build_cluster(desc, CTX)
+        procs = list(built.procs())
+        assert [{**built.common, **own} for own in procs] == build_jobs(desc, CTX), text
         assert all("ProcId" in own and "GlobalJobId" in own for own in procs)
-        assert "ProcId" not in common
+        assert "ProcId" not in built.common
+        assert list(built.numbers()) == list(range(len(procs)))
+        # The same cluster through the queue, written line by line or as a list of lines.
+        q1, q2 = JobQueue("example.org"), JobQueue("example.org")
+        q1.submit_transaction(built, 7)
+        q2.apply(q2.submit_lines(build_jobs(desc, CTX), 7))
+        assert whole(q1) == whole(q2) and q1.clusters[7].attrs == q2.clusters[7].attrs
 
 
 def test_a_queue_n_is_one_cluster_ad_and_a_few_lines_per_job():

@@ -33,8 +33,8 @@ def submit(q: JobQueue, user: int, count: int, memory: int, prio: int, group: bo
     text = (f"cmd = /bin/true\nrequest_memory = {MEMORY[memory]}\npriority = {prio}\n"
             f"{'accounting_group = g' if group else ''}\nqueue {count}\n")
     cluster = q.next_cluster
-    common, procs = build_cluster(parse_submit(text), SubmitContext(USERS[user], "ex.org", cluster, 1000))
-    q.apply(q.submit_lines(procs, cluster, common))
+    q.submit_transaction(build_cluster(parse_submit(text), SubmitContext(USERS[user], "ex.org", cluster, 1000)),
+                         cluster)
 
 
 OP = st.one_of(
