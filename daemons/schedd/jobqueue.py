@@ -29,11 +29,10 @@ _INDEXED = frozenset(("jobstatus", "requestcpus", "jobprio", "owner", "accountin
 
 def parse_job_id(text: str) -> tuple[int, int | None]:
     """'12.3' -> (12, 3); '12' -> (12, None)."""
-    t = text.strip()
-    if "." in t:
-        c, p = t.split(".", 1)
+    c, dot, p = text.partition(".")
+    if dot:
         return int(c), int(p)
-    return int(t), None
+    return int(c), None
 
 
 class JobQueue:
@@ -41,6 +40,7 @@ class JobQueue:
         self.uid_domain = uid_domain
         self.jobs: dict[tuple[int, int], Job] = {}
         self.clusters: dict[int, ClusterAd] = {}
+        self._last_key, self._last_id = "", (0, 0)   # the last job key read (apply_op; never the header)
         self._submitters: dict[tuple[str | None, str | None], str] = {}   # (group, owner) texts -> submitter
         self.next_cluster = 1
         self.rounding = {r.attr.lower(): r for r in rounding}
@@ -200,20 +200,26 @@ class JobQueue:
             self.apply_op(txlog.parse_op(line, 0, _LIVE))
 
     def apply_op(self, op: txlog.Op) -> None:
-        if op.key == HEADER_KEY:
-            if op.code == txlog.SET and op.name == "NextClusterNum":
-                self.next_cluster = int(op.value)
-            elif op.code == txlog.SET and op.name == "HistorySeq":
-                # Numbers the history record of the job destroyed next (history.py).
-                self.history_seq = int(op.value)
-                self._numbering = self.history_seq
-            return
-        try:
-            c, p = parse_job_id(op.key)
-        except ValueError:
-            return
-        if p is None:
-            return
+        key = op.key
+        if key == self._last_key:
+            # A job's entries come one after another: its key is read once.
+            c, p = self._last_id
+        else:
+            if key == HEADER_KEY:
+                if op.code == txlog.SET and op.name == "NextClusterNum":
+                    self.next_cluster = int(op.value)
+                elif op.code == txlog.SET and op.name == "HistorySeq":
+                    # Numbers the history record of the job destroyed next (history.py).
+                    self.history_seq = int(op.value)
+                    self._numbering = self.history_seq
+                return
+            try:
+                c, p = parse_job_id(key)
+            except ValueError:
+                return
+            if p is None:
+                return
+            self._last_key, self._last_id = key, (c, p)
         if p < 0:
             self._apply_cluster_op(c, op)
             return
@@ -429,17 +435,22 @@ class JobQueue:
 
     @staticmethod
     def _submit_lines(procs: Iterable[dict[str, str]], cluster: int, common: dict[str, str]) -> Iterator[str]:
+        return map(txlog.render, JobQueue._submit_ops(procs, cluster, common))
+
+    @staticmethod
+    def _submit_ops(procs: Iterable[dict[str, str]], cluster: int, common: dict[str, str]) -> Iterator[txlog.Op]:
+        SET, NEW = txlog.SET, txlog.NEW
         key = f"{cluster}.-1"
-        yield txlog.op_set(HEADER_KEY, "NextClusterNum", str(cluster + 1))
-        yield txlog.op_new(key)
+        yield txlog.Op(SET, HEADER_KEY, "NextClusterNum", str(cluster + 1))
+        yield txlog.Op(NEW, key, "Job")
         for k, v in common.items():
-            yield txlog.op_set(key, k, v)
+            yield txlog.Op(SET, key, k, v)
         for attrs in procs:
             key = f"{cluster}.{attrs['ProcId']}"
-            yield txlog.op_new(key)
+            yield txlog.Op(NEW, key, "Job")
             for k, v in attrs.items():
                 if k == "ProcId" or common.get(k) != v:
-                    yield txlog.op_set(key, k, v)
+                    yield txlog.Op(SET, key, k, v)
 
     def submit_transaction(self, build: ClusterBuild, cluster: int) -> str:
         """Add a built cluster to the queue; returns the transaction's text for the log.
@@ -452,12 +463,15 @@ class JobQueue:
                 if "\n" in v:
                     raise ValueError(f"attribute {k}: value spans lines")
         out = io.StringIO()
-        out.write(f"{txlog.BEGIN} \n")
-        for line in self._submit_lines(build.procs(), cluster, build.common):
-            out.write(line)
-            out.write("\n")
-            self.apply_op(txlog.parse_op(line, 0, _LIVE))
-        out.write(f"{txlog.END} \n")
+        write, render, apply_op = out.write, txlog.render, self.apply_op
+        write(f"{txlog.BEGIN} \n")
+        for op in self._submit_ops(build.procs(), cluster, build.common):
+            # The op is applied as the line written for it reads back (render and parse_op
+            # are each other's inverse), without parsing it again.
+            write(render(op))
+            write("\n")
+            apply_op(op)
+        write(f"{txlog.END} \n")
         return out.getvalue()
 
     def retire_lines(self, finished: list[tuple[Job, dict[str, str | None]]]) -> list[str]:

@@ -390,9 +390,16 @@ class ClusterBuild:
 
     def procs(self) -> Iterator[dict[str, str]]:
         """Each job's own attributes, in job order."""
+        # GlobalJobId's text around the job's number (whose digits need no escaping).
+        head, tail = _global_job_id(self.ctx, 0).rsplit("0#", 1)
+        tail = "#" + tail
         for ad, n in self._built:
             diff = self._diffs[id(ad)]
-            yield diff if n is None else {**diff, "ProcId": str(n), "GlobalJobId": _global_job_id(self.ctx, n)}
+            if n is None:
+                yield diff
+            else:
+                number = str(n)
+                yield {**diff, "ProcId": number, "GlobalJobId": head + number + tail}
 
     def distinct(self) -> Iterator[dict[str, str]]:
         """The own attributes of each distinct ad built (every value a job may have but its number)."""

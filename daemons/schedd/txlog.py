@@ -57,6 +57,19 @@ def op_delete_attr(key: str, name: str) -> str:
     return f"{DELETE_ATTR} {key} {name}"
 
 
+def render(op: Op) -> str:
+    """The log line of an op (parse_op's inverse)."""
+    if op.code == SET:
+        return op_set(op.key, op.name, op.value)
+    if op.code == NEW:
+        return op_new(op.key, op.name or "Job")
+    if op.code == DELETE_ATTR:
+        return op_delete_attr(op.key, op.name)
+    if op.code == DESTROY:
+        return op_destroy(op.key)
+    return f"{op.code} {op.value}"
+
+
 def parse_op(line: str, line_no: int, path: Path) -> Op:
     head, _, body = line.partition(" ")
     try:
