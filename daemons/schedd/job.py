@@ -6,7 +6,8 @@ the job changes (jobqueue.JobQueue drops the cache as it applies each change).
 """
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import classad2
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
 
 _MISSING = object()
+_NONE: Mapping[str, str | None] = MappingProxyType({})   # a job's own attributes while it has none
 
 
 class ClusterAd:
@@ -28,11 +30,15 @@ class ClusterAd:
     later) and looks the rest up here, so 100,000 jobs of one `queue 100000` hold one
     copy of their common attributes, in memory and in the log.
     """
-    __slots__ = ("cluster", "attrs", "procs", "born", "_text")
+    __slots__ = ("cluster", "attrs", "derived", "procs", "born", "_text")
 
     def __init__(self, cluster: int) -> None:
         self.cluster = cluster
         self.attrs: dict[str, str] = {}
+        # Attributes every job has its own value of, made from the job's number: name ->
+        # (text before it, text after it). ProcId and GlobalJobId, learnt from the first job
+        # of the cluster as it is made; a job whose value is otherwise keeps its own.
+        self.derived: dict[str, tuple[str, str]] = {}
         self.procs = 0
         # What the queue's indexes need of a job that has nothing of its own yet
         # (submitter, Owner, JobStatus, RequestCpus, -JobPrio); None: not yet worked out.
@@ -53,54 +59,56 @@ class ClusterAd:
 
 
 class JobAttrs(MutableMapping):
-    """A job's attributes as one mapping: its own over its cluster ad's.
+    """A job's attributes as one mapping: its own over its cluster's (the cluster ad's, and
+    those made from the job's number: ClusterAd.derived).
 
     Own values of None hide a cluster attribute the job has deleted. Writes go to the
     job's own attributes, never to the shared cluster ad.
     """
-    __slots__ = ("own", "base")
+    __slots__ = ("job",)
 
-    def __init__(self, own: dict[str, str | None], base: dict[str, str] | None) -> None:
-        self.own, self.base = own, base
+    def __init__(self, job: Job) -> None:
+        self.job = job
 
     def __getitem__(self, name: str) -> str:
-        v = self.own.get(name, _MISSING)
+        v = self.job.get(name, _MISSING)
         if v is _MISSING:
-            if self.base is None:
-                raise KeyError(name)
-            return self.base[name]
-        if v is None:
             raise KeyError(name)
-        return v  # type: ignore[return-value]
+        return v
 
     def get(self, name: str, default=None):
-        v = self.own.get(name, _MISSING)
-        if v is _MISSING:
-            return default if self.base is None else self.base.get(name, default)
-        return default if v is None else v
+        return self.job.get(name, default)
 
     def __contains__(self, name: object) -> bool:
-        v = self.own.get(name, _MISSING)  # type: ignore[call-overload]
-        if v is _MISSING:
-            return self.base is not None and name in self.base
-        return v is not None
+        return self.job.get(name, _MISSING) is not _MISSING  # type: ignore[arg-type]
 
     def items(self):  # type: ignore[override]
-        own, base = self.own, self.base
-        if base:
-            for k, v in base.items():
-                o = own.get(k, _MISSING)
-                if o is _MISSING:
-                    yield k, v
-                elif o is not None:
-                    yield k, o
-            for k, v in own.items():
-                if v is not None and k not in base:
-                    yield k, v
-        else:
+        job = self.job
+        own, cad = job.own, job.cad
+        if cad is None:
             for k, v in own.items():
                 if v is not None:
                     yield k, v
+            return
+        base = cad.attrs
+        for k, v in base.items():
+            o = own.get(k, _MISSING)
+            if o is _MISSING:
+                yield k, v
+            elif o is not None:
+                yield k, o
+        number = str(job.proc)
+        for k, (head, tail) in cad.derived.items():
+            if k in base:
+                continue
+            o = own.get(k, _MISSING)
+            if o is _MISSING:
+                yield k, head + number + tail
+            elif o is not None:
+                yield k, o
+        for k, v in own.items():
+            if v is not None and k not in base and k not in cad.derived:
+                yield k, v
 
     def __iter__(self):
         return (k for k, _ in self.items())
@@ -109,15 +117,12 @@ class JobAttrs(MutableMapping):
         return sum(1 for _ in self.items())
 
     def __setitem__(self, name: str, value: str) -> None:
-        self.own[name] = value
+        self.job.writable()[name] = value
 
     def __delitem__(self, name: str) -> None:
         if name not in self:
             raise KeyError(name)
-        if self.base is not None and name in self.base:
-            self.own[name] = None
-        else:
-            del self.own[name]
+        self.job.delete(name)
 
     def __repr__(self) -> str:
         return repr(dict(self.items()))
@@ -131,7 +136,8 @@ class Job:
                  cluster_ad: ClusterAd | None = None) -> None:
         self.cluster, self.proc = cluster, proc
         self.key = (cluster, proc)     # one tuple, shared with the queue's indexes
-        self.own: dict[str, str | None] = attrs if attrs is not None else {}
+        # Its own attributes (None: a cluster attribute deleted); _NONE, read-only, until it has one.
+        self.own: Mapping[str, str | None] = attrs if attrs is not None else _NONE
         self.cad = cluster_ad
         self.submitter = submitter
         # Not persisted: a match is being turned into a running job.
@@ -161,14 +167,39 @@ class Job:
 
     @property
     def attrs(self) -> JobAttrs:
-        """Every attribute of the job: its own over its cluster ad's."""
-        return JobAttrs(self.own, self.cad.attrs if self.cad is not None else None)
+        """Every attribute of the job: its own over its cluster's."""
+        return JobAttrs(self)
+
+    def writable(self) -> dict[str, str | None]:
+        """The job's own attributes, to change."""
+        if self.own is _NONE:
+            self.own = {}
+        return self.own  # type: ignore[return-value]
+
+    def inherits(self, name: str) -> bool:
+        """Whether the job's cluster gives it `name` (a cluster attribute, or one made from its number)."""
+        cad = self.cad
+        return cad is not None and (name in cad.attrs or name in cad.derived)
+
+    def delete(self, name: str) -> None:
+        if self.cad is not None:
+            # Hides the cluster's value, now or once the cluster learns to make it (derived).
+            self.writable()[name] = None
+        elif name in self.own:
+            del self.writable()[name]
 
     def get(self, name: str, default=None):
         """One attribute's text (the hot path: no mapping object is made)."""
         v = self.own.get(name, _MISSING)
         if v is _MISSING:
-            return default if self.cad is None else self.cad.attrs.get(name, default)
+            cad = self.cad
+            if cad is None:
+                return default
+            v = cad.attrs.get(name, _MISSING)
+            if v is _MISSING:
+                made = cad.derived.get(name)
+                return default if made is None else made[0] + str(self.proc) + made[1]
+            return v
         return default if v is None else v
 
     def values(self, names: tuple[str, ...]) -> tuple[str | None, ...]:
@@ -177,9 +208,10 @@ class Job:
         if self.cad is None:
             get = own.get
             return tuple([get(a) for a in names])
-        base = self.cad.attrs
-        # An own None hides the cluster's value: it reads as missing, which is what it is.
-        return tuple([own[a] if a in own else base.get(a) for a in names])
+        if not own and not self.cad.derived:
+            get = self.cad.attrs.get
+            return tuple([get(a) for a in names])
+        return tuple([self.get(a) for a in names])
 
     @property
     def id(self) -> str:
@@ -254,11 +286,15 @@ class Job:
             added = {"AutoClusterId": str(self.ac_id), "AutoClusterAttrs": ads.literal(",".join(self.ac_attrs)),
                      **added}
         if cad is not None and cad.attrs and own.keys().isdisjoint(cad.attrs) and own.keys().isdisjoint(added) \
-                and cad.attrs.keys().isdisjoint(added):
+                and cad.attrs.keys().isdisjoint(added) and cad.derived.keys().isdisjoint(added) \
+                and own.keys().isdisjoint(cad.derived):
             shared, secret = cad.text()
             if private or not secret:
                 # (own holds no None here: a None only hides a cluster attribute)
+                number = str(self.proc)
                 parts = [shared]
+                parts.extend(f"{k} = {head}{number}{tail}" for k, (head, tail) in cad.derived.items()
+                             if k not in cad.attrs and (private or not ads.is_private(k)))
                 parts.extend(f"{k} = {v}" for k, v in own.items() if private or not ads.is_private(k))
                 parts.extend(f"{k} = {v}" for k, v in added.items())
                 return "[ " + "; ".join(parts) + " ]"

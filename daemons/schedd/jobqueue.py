@@ -8,7 +8,6 @@ a cluster share its cluster ad (log key "<cluster>.-1"), holding only what diffe
 from __future__ import annotations
 
 import bisect
-import io
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -25,6 +24,8 @@ _LIVE = Path("<live change>")
 
 # Attributes that the queue's indexes depend on (submitter, counts, idle order).
 _INDEXED = frozenset(("jobstatus", "requestcpus", "jobprio", "owner", "accountinggroup"))
+# Attributes a cluster can make from each job's number (job.ClusterAd.derived).
+_DERIVABLE = frozenset(("ProcId", "GlobalJobId"))
 
 
 def parse_job_id(text: str) -> tuple[int, int | None]:
@@ -265,20 +266,40 @@ class JobQueue:
         if (op.code == txlog.SET and job.submitter and low not in _INDEXED and low not in self.rounding
                 and job.ac_id is None):
             # The common case of a replay and a submit (ProcId, GlobalJobId): nothing to re-index.
-            job.own[name] = op.value
             job._classad = job._public = None
+            cad = job.cad
+            if cad is not None and name in _DERIVABLE and name not in job.own and name not in cad.attrs \
+                    and self._derives(cad, name, c, p, op.value):
+                return      # the cluster makes it from the job's number: nothing to keep per job
+            job.writable()[name] = op.value
             return
-        base = job.cad.attrs if job.cad is not None else None
 
         def change() -> None:
-            own = job.own
             if op.code == txlog.SET:
-                self._set_value(own, name, low, op.value)
-            elif base is not None and name in base:
-                own[name] = None       # hides the cluster's value
+                self._set_value(job.writable(), name, low, op.value)
             else:
-                own.pop(name, None)
+                job.delete(name)
         self._changed(job, low, change)
+
+    @staticmethod
+    def _derives(cad: ClusterAd, name: str, c: int, p: int, value: str) -> bool:
+        """Whether `value`, the job's `name`, is what its cluster makes from its number;
+        the first job of a cluster teaches it how (ClusterAd.derived)."""
+        made = cad.derived.get(name)
+        if made is None:
+            number = str(p)
+            if name == "ProcId":
+                made = ("", "") if value == number else None
+            else:
+                # GlobalJobId: "<schedd>#<cluster>.<proc>#<QDate>", as a string literal.
+                mark = f"#{c}.{number}#"
+                i = value.find(mark)
+                made = (value[:i] + f"#{c}.", "#" + value[i + len(mark):]) \
+                    if i >= 0 and value.rfind(mark) == i else None
+            if made is None:
+                return False
+            cad.derived[name] = made
+        return made[0] + str(p) + made[1] == value
 
     def _drop(self, job: Job) -> None:
         """Take a job out of the queue and every index."""
@@ -405,23 +426,34 @@ class JobQueue:
     def state_lines(self) -> list[str]:
         """The whole queue as log lines (for a compacted log): cluster ads, then each job's
         own attributes."""
-        lines = [txlog.op_new(HEADER_KEY, "(empty)"),
-                 txlog.op_set(HEADER_KEY, "NextClusterNum", str(self.next_cluster))]
+        return list(self.iter_state_lines())
+
+    def iter_state_lines(self) -> Iterator[str]:
+        """state_lines() one job at a time (a compaction writes them as they are made)."""
+        yield txlog.op_new(HEADER_KEY, "(empty)")
+        yield txlog.op_set(HEADER_KEY, "NextClusterNum", str(self.next_cluster))
         if self.history_seq:
-            lines.append(txlog.op_set(HEADER_KEY, "HistorySeq", str(self.history_seq)))
+            yield txlog.op_set(HEADER_KEY, "HistorySeq", str(self.history_seq))
         for c, cad in self.clusters.items():
             key = f"{c}.-1"
-            lines.append(txlog.op_new(key))
-            lines.extend(self._attr_lines(key, cad.attrs))
+            yield txlog.op_new(key)
+            yield from self._attr_lines(key, cad.attrs)
         for job in self.jobs.values():
+            lines: list[str] = []
             if job.cad is not None and self.clusters.get(job.cluster) is not job.cad:
                 # (cannot happen through the log: a cluster ad goes only with its last job)
                 own = dict(job.attrs.items())
             else:
                 own = job.own
             lines.append(txlog.op_new(job.id))
+            if job.cad is not None and job.cad.derived:
+                # Written out, as HTCondor's log has them; replay learns them again.
+                number = str(job.proc)
+                lines.extend(txlog.op_set(job.id, k, head + number + tail)
+                             for k, (head, tail) in job.cad.derived.items()
+                             if k not in own and k not in job.cad.attrs)
             lines.extend(self._attr_lines(job.id, own))
-        return lines
+            yield from lines
 
     # ---- building changes ---------------------------------------------------
     def submit_lines(self, procs: list[dict[str, str]], cluster: int,
@@ -452,8 +484,9 @@ class JobQueue:
                 if k == "ProcId" or common.get(k) != v:
                     yield txlog.Op(SET, key, k, v)
 
-    def submit_transaction(self, build: ClusterBuild, cluster: int) -> str:
-        """Add a built cluster to the queue; returns the transaction's text for the log.
+    def submit_transaction(self, build: ClusterBuild, cluster: int) -> list[str]:
+        """Add a built cluster to the queue; returns the transaction's text for the log, in
+        pieces (TxLog.append_transaction).
 
         Line by line, each applied as it is written (the same path as replay), so a
         `queue 100000` never holds its lines, only their text. Every value is checked
@@ -462,17 +495,20 @@ class JobQueue:
             for k, v in attrs.items():
                 if "\n" in v:
                     raise ValueError(f"attribute {k}: value spans lines")
-        out = io.StringIO()
-        write, render, apply_op = out.write, txlog.render, self.apply_op
-        write(f"{txlog.BEGIN} \n")
+        pieces: list[str] = []
+        lines = [f"{txlog.BEGIN} "]
+        render, apply_op = txlog.render, self.apply_op
         for op in self._submit_ops(build.procs(), cluster, build.common):
             # The op is applied as the line written for it reads back (render and parse_op
             # are each other's inverse), without parsing it again.
-            write(render(op))
-            write("\n")
+            lines.append(render(op))
             apply_op(op)
-        write(f"{txlog.END} \n")
-        return out.getvalue()
+            if len(lines) >= 4096:
+                pieces.append("\n".join(lines) + "\n")
+                lines = []
+        lines.append(f"{txlog.END} ")
+        pieces.append("\n".join(lines) + "\n")
+        return pieces
 
     def retire_lines(self, finished: list[tuple[Job, dict[str, str | None]]]) -> list[str]:
         """One transaction's lines that give each job its final attributes, number its

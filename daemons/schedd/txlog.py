@@ -22,7 +22,7 @@ import asyncio
 import os
 import time
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 NEW, DESTROY, SET, DELETE_ATTR, BEGIN, END, HEADER = 101, 102, 103, 104, 105, 106, 107
 
@@ -159,7 +159,7 @@ class TxLog:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._file = None
-        self._pending: list[str] = []
+        self._pending: list[str | list[str]] = []
         self._appended = 0     # transactions appended
         self._synced = 0       # transactions durable
         self._flusher: asyncio.Task | None = None
@@ -167,20 +167,25 @@ class TxLog:
         self.fsyncs = 0
         self.commits = 0
 
-    def rewrite(self, state_lines: list[str], seq: int) -> None:
-        """Replace the log with a compact one holding `state_lines` (HTCondor's log rotation)."""
+    def rewrite(self, state_lines: Iterable[str], seq: int) -> int:
+        """Replace the log with a compact one holding `state_lines` (HTCondor's log rotation);
+        returns how many lines it holds."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
+        n = 0
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(f"{HEADER} {seq} CreationTimestamp {int(time.time())}\n")
             for line in state_lines:
-                f.write(line + "\n")
+                f.write(line)
+                f.write("\n")
+                n += 1
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
         _fsync_dir(self.path.parent)
         self.close()
         self._file = open(self.path, "a", encoding="utf-8")
+        return n
 
     @property
     def synced(self) -> int:
@@ -200,9 +205,10 @@ class TxLog:
         self._appended += 1
         return self._appended
 
-    def append_transaction(self, text: str) -> int:
-        """Add one transaction already written out, its BeginTransaction and EndTransaction
-        lines included (a large submit: JobQueue.submit_transaction); returns its number."""
+    def append_transaction(self, text: list[str]) -> int:
+        """Add one transaction already written out, in pieces, its BeginTransaction and
+        EndTransaction lines included (a large submit: JobQueue.submit_transaction);
+        returns its number."""
         if self._file is None:
             self._file = open(self.path, "a", encoding="utf-8")
         self._pending.append(text)
@@ -226,7 +232,12 @@ class TxLog:
             upto = self._appended
             assert self._file is not None
             try:
-                self._file.write("".join(batch))
+                for text in batch:      # (not joined: a large submit's text is not copied again)
+                    if isinstance(text, list):
+                        for piece in text:
+                            self._file.write(piece)
+                    else:
+                        self._file.write(text)
                 self._file.flush()
                 await asyncio.to_thread(os.fsync, self._file.fileno())
             except Exception as e:

@@ -11,7 +11,7 @@ def queue_of(text: str) -> tuple[JobQueue, list[str]]:
     """A queue with the cluster submitted as the schedd does it, and the transaction's lines."""
     q = JobQueue("example.org")
     q.next_cluster = 7
-    written = q.submit_transaction(build_cluster(parse_submit(text), CTX), 7).split("\n")
+    written = "".join(q.submit_transaction(build_cluster(parse_submit(text), CTX), 7)).split("\n")
     assert written[0] == "105 " and written[-2:] == ["106 ", ""]
     return q, written[1:-2]
 
@@ -52,7 +52,8 @@ def test_a_queue_n_is_one_cluster_ad_and_a_few_lines_per_job():
     assert len(per_job) == 3 * 1000        # NewClassAd, ProcId, GlobalJobId
     assert len(q.clusters[7].attrs) > 25
     j = q.get("7.999")
-    assert set(j.own) == {"ProcId", "GlobalJobId"}
+    # Not even ProcId and GlobalJobId are kept per job: the cluster makes them from the number.
+    assert dict(j.own) == {} and set(q.clusters[7].derived) == {"ProcId", "GlobalJobId"}
     assert (j.attrs["ProcId"], j.attrs["Args"], j.attrs["GlobalJobId"]) == ("999", '"60"', '"sched#7.999#1000"')
     built = build_jobs(parse_submit("cmd = /bin/sleep\nargs = 60\nqueue 1000\n"), CTX)[999]
     assert {k: v for k, v in j.attrs.items() if not k.endswith("_RAW")} == built
@@ -109,4 +110,19 @@ def test_a_log_written_before_cluster_ads_still_replays():
              txlog.op_delete_attr("3.0", "JobStatus")])
     j = q.get("3.0")
     assert (j.cad, dict(j.attrs.items()), j.submitter) == (None, {"Owner": '"bob"'}, "bob@example.org")
+    assert whole(replayed(q.state_lines())) == whole(q)
+
+
+def test_a_job_whose_number_is_not_its_cluster_s_pattern_keeps_its_own():
+    q = JobQueue("example.org")
+    q.apply([txlog.op_new("4.-1"), txlog.op_set("4.-1", "Owner", '"al"'),
+             txlog.op_new("4.0"), txlog.op_set("4.0", "ProcId", "0"),
+             txlog.op_set("4.0", "GlobalJobId", '"s#4.0#9"'),
+             txlog.op_new("4.1"), txlog.op_set("4.1", "ProcId", "1"),
+             txlog.op_set("4.1", "GlobalJobId", '"elsewhere"'),
+             txlog.op_new("4.2"), txlog.op_set("4.2", "ProcId", "2"), txlog.op_set("4.2", "GlobalJobId", '"s#4.2#9"')])
+    assert [dict(q.get(f"4.{p}").own) for p in range(3)] == [{}, {"GlobalJobId": '"elsewhere"'}, {}]
+    assert [q.get(f"4.{p}").attrs["GlobalJobId"] for p in range(3)] == ['"s#4.0#9"', '"elsewhere"', '"s#4.2#9"']
+    q.apply(JobQueue.set_lines(q.get("4.2"), {"GlobalJobId": None}))     # deleted: hidden, not made again
+    assert "GlobalJobId" not in q.get("4.2").attrs and q.get("4.2").attrs["ProcId"] == "2"
     assert whole(replayed(q.state_lines())) == whole(q)
