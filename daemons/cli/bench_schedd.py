@@ -202,6 +202,7 @@ def _table(r: dict[str, Any]) -> list[str]:
             ("replay after SIGKILL (schedd's own figure)", f"{r['replay_s']:.2f} s", "replay_s", "3 s"),
             ("  its CPU time", f"{r['replay_cpu_s'] or 0:.2f} s", "", ""),
             ("  restart until serving (wall)", f"{r['restart_wall_s']:.2f} s", "", ""),
+            ("  peak RSS of the restarted schedd", f"{r['peak_rss_after_restart_mb']:.0f} MB", "", ""),
             ("query of every job (whole ads)", f"{r['query_all']['wall_s']:.2f} s", "", ""),
             ("  schedd RSS growth during it", f"{r['query_all']['rss_growth_pct']} %", "query_rss_growth_pct",
              "10 %"),

@@ -94,9 +94,14 @@ def parse_op(line: str, line_no: int, path: Path) -> Op:
 
 
 class LogReader:
-    """The committed ops of a log, in order, read as they are iterated (a replay holds one
-    transaction at a time, not the whole log); afterwards `seq` is the log's sequence
-    number, `cut` whether a transaction was cut off at the end, `entries` the ops given."""
+    """The committed ops of a log, in order, read as they are iterated; afterwards `seq` is
+    the log's sequence number, `cut` whether a transaction was cut off at the end, and
+    `entries` the ops given.
+
+    Two passes: the first checks the structure (every line an entry, transactions neither
+    nested nor ended without a beginning) and finds where a transaction cut off at the end
+    begins; the second gives every op before that, so a replay holds no transaction whole
+    (one submit of 100,000 jobs is one transaction) and a corrupt log changes nothing."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -104,40 +109,55 @@ class LogReader:
         self.cut = False
         self.entries = 0
 
-    def __iter__(self) -> Iterator[Op]:
-        if not self.path.exists():
-            return
-        pending: list[Op] | None = None
+    def _lines(self) -> Iterator[tuple[int, str]]:
         with open(self.path, encoding="utf-8", errors="strict", newline="\n") as f:
             for i, line in enumerate(f, 1):
                 if not line.endswith("\n"):
-                    break           # a final line without its newline is a torn write: ignore it
-                line = line[:-1]
-                if not line.strip():
-                    continue
-                op = parse_op(line, i, self.path)
-                if op.code == HEADER:
-                    try:
-                        self.seq = int(op.value.split()[0])
-                    except (ValueError, IndexError):
-                        self.seq = 0
-                    continue
-                if op.code == BEGIN:
-                    if pending is not None:
-                        raise LogCorrupt(f"{self.path}, line {i}: a transaction begins inside another")
-                    pending = []
-                elif op.code == END:
-                    if pending is None:
-                        raise LogCorrupt(f"{self.path}, line {i}: a transaction ends that never began")
-                    self.entries += len(pending)
-                    yield from pending
-                    pending = None
-                elif pending is not None:
-                    pending.append(op)
-                else:
-                    self.entries += 1
-                    yield op
-        self.cut = pending is not None
+                    return          # a final line without its newline is a torn write: ignore it
+                yield i, line[:-1]
+
+    def _check(self) -> int | None:
+        """The line where a transaction cut off at the end begins (None: none is)."""
+        begun: int | None = None
+        for i, line in self._lines():
+            if not line.strip():
+                continue
+            head = line.partition(" ")[0]
+            try:
+                code = int(head)
+            except ValueError:
+                raise LogCorrupt(f"{self.path}, line {i}: not a log entry: {line[:80]!r}") from None
+            if code == BEGIN:
+                if begun is not None:
+                    raise LogCorrupt(f"{self.path}, line {i}: a transaction begins inside another")
+                begun = i
+            elif code == END:
+                if begun is None:
+                    raise LogCorrupt(f"{self.path}, line {i}: a transaction ends that never began")
+                begun = None
+            elif code not in (NEW, DESTROY, SET, DELETE_ATTR, HEADER):
+                raise LogCorrupt(f"{self.path}, line {i}: unknown log op {code}")
+        return begun
+
+    def __iter__(self) -> Iterator[Op]:
+        if not self.path.exists():
+            return
+        cut_at = self._check()
+        self.cut = cut_at is not None
+        for i, line in self._lines():
+            if i == cut_at:
+                return
+            if not line.strip():
+                continue
+            op = parse_op(line, i, self.path)
+            if op.code == HEADER:
+                try:
+                    self.seq = int(op.value.split()[0])
+                except (ValueError, IndexError):
+                    self.seq = 0
+            elif op.code not in (BEGIN, END):
+                self.entries += 1
+                yield op
 
 
 def read_log(path: Path) -> tuple[list[Op], int, bool]:
