@@ -129,8 +129,9 @@ class JobAttrs(MutableMapping):
 
 
 class Job:
-    __slots__ = ("cluster", "proc", "key", "own", "cad", "submitter", "_reserved", "ac_id", "ac_attrs", "ac_attrs_lower",
-                 "ac_generation", "owner", "_classad", "_public", "_status", "_status_text", "queue")
+    # Slots: 100,000 jobs each without a __dict__.
+    __slots__ = ("cluster", "proc", "key", "own", "cad", "submitter", "_reserved", "ac_id", "ac_attrs",
+                 "ac_attrs_lower", "ac_generation", "owner", "_classad", "_public", "_status", "_status_text", "queue")
 
     def __init__(self, cluster: int, proc: int, attrs: dict[str, str] | None = None, submitter: str = "",
                  cluster_ad: ClusterAd | None = None) -> None:
