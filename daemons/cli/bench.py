@@ -562,10 +562,16 @@ def bench_scale(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def bench_schedd(args: argparse.Namespace) -> int:
+    from daemons.cli.bench_schedd import bench_schedd as run
+    return run(args)
+
+
 BENCHES: dict[str, Callable[[argparse.Namespace], int]] = {"throughput": bench_throughput,
                                                           "autocluster": bench_autocluster,
                                                           "negotiator": bench_negotiator,
                                                           "security": bench_security,
                                                           "netns": bench_netns,
                                                           "fuzz": bench_fuzz,
-                                                          "scale": bench_scale}
+                                                          "scale": bench_scale,
+                                                          "schedd": bench_schedd}

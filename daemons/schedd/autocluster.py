@@ -145,6 +145,10 @@ class JobLike:
     ac_attrs_lower: frozenset[str]
     ac_generation: int
 
+    def values(self, names: tuple[str, ...]) -> tuple[str | None, ...]:
+        """Each named attribute's text, None where the job has none."""
+        raise NotImplementedError
+
 
 @dataclass
 class Autoclusterer:
@@ -237,12 +241,11 @@ class Autoclusterer:
             key: tuple = (job.cluster, job.proc)
         else:
             base = self.base_list()
-            get = job.attrs.get
-            base_values = tuple([get(a) for a in base])
+            base_values = job.values(base)
             extra = self._expansion(base, base_values)
             attrs, lowered = self._full_list(base, extra)
             # The signature: every significant attribute's text, None for a missing one.
-            key = (base_values, extra, tuple([get(a) for a in extra]))
+            key = (base_values, extra, job.values(extra))
         ac = self._ids.get(key)
         if ac is None:
             ac = self._next_id

@@ -37,9 +37,10 @@ from daemons.schedd.negotiation import NegotiationMixin
 from daemons.schedd.owners import Caller, OwnerError, submit_owner
 from daemons.schedd.protected import name_problem
 from daemons.schedd.queue_ops import ActError, QueueOpsMixin
+from daemons.schedd.requests import RequestLists
 from daemons.schedd.scheduling import ScheddClaim
-from daemons.schedd.submit import (COMPLETED, REMOVED, RUNNING, SubmitContext, SubmitError, build_jobs, count_jobs,
-                                   parse_submit)
+from daemons.schedd.submit import (COMPLETED, REMOVED, RUNNING, SubmitContext, SubmitError, build_cluster,
+                                   count_jobs, parse_submit)
 
 
 
@@ -157,6 +158,7 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         self.cfg = cfg
         self.queue = JobQueue(common.uid_domain, cfg.autocluster.rounding)
         self.ac = Autoclusterer(cfg.autocluster, canon=self.queue.canonical)
+        self.request_lists = RequestLists(self.queue, self.ac.assign, lambda: self.ac.generation)
         self.ac_stats = AutoclusterStats()
         # Beyond HTCondor: a rejection's reason belongs to the whole autocluster.
         self.ac_rejections: dict[int, tuple[str, int]] = {}
@@ -186,10 +188,11 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
     # ---- start-up: replay, compaction, reconnection ----------------------------
     async def on_start(self) -> None:
         path = self.cfg.job_queue_log
-        t0 = time.perf_counter()
-        ops, seq, cut = txlog.read_log(path)
-        for op in ops:
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        reader = txlog.LogReader(path)
+        for op in reader:
             self.queue.apply_op(op)
+        seq, cut = reader.seq, reader.cut
         if cut:
             self.log.warning("%s ends inside a transaction (a crash mid-commit); that transaction is dropped", path)
         # Finish what a crash interrupted before the log is compacted: history records the
@@ -206,9 +209,9 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
             self.log.info("history: %d record(s) written after a restart", self.history.last_seq() - before)
         self.history.sync()
         self._log_seq = seq + 1
-        self.txlog.rewrite(self.queue.state_lines(), self._log_seq)
-        self.log.info("job queue %s: %d job(s) restored from %d log entries in %.3f s",
-                      path, len(self.queue), len(ops), time.perf_counter() - t0)
+        self.txlog.rewrite(self.queue.iter_state_lines(), self._log_seq)
+        self.log.info("job queue %s: %d job(s) restored from %d log entries in %.3f s (%.3f s of CPU)",
+                      path, len(self.queue), reader.entries, time.perf_counter() - t0, time.process_time() - cpu0)
         now = self.clock.now()
         for job in self.queue.by_status(RUNNING):
             claim_id = ads.parse_expr(job.attrs.get("ClaimId", '""')).eval()
@@ -248,10 +251,9 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         self.history.sync()
         self._log_seq += 1
         t0 = time.perf_counter()
-        lines = self.queue.state_lines()
-        self.txlog.rewrite(lines, self._log_seq)
+        lines = self.txlog.rewrite(self.queue.iter_state_lines(), self._log_seq)
         self.log.info("job queue log %s rewritten: %d job(s), %d line(s) in %.3f s", self.cfg.job_queue_log,
-                      len(self.queue), len(lines), time.perf_counter() - t0)
+                      len(self.queue), lines, time.perf_counter() - t0)
 
     # ---- committing changes ---------------------------------------------------
     def change(self, job: Job, changes: dict[str, str | None]) -> int:
@@ -277,22 +279,23 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
                             opsys=self.cfg.opsys, default_request_memory=self.cfg.default_request_memory,
                             default_request_disk=self.cfg.default_request_disk,
                             default_request_cpus=self.cfg.default_request_cpus)
-        procs = build_jobs(desc, ctx, max_jobs=self.cfg.max_jobs_per_submission)
+        build = build_cluster(desc, ctx, max_jobs=self.cfg.max_jobs_per_submission)
         if not caller.open:
-            for p in procs:
+            for text in {a.get("Owner", build.common.get("Owner", '""')) for a in build.distinct()}:
                 # `+Owner = "bob"` must not make alice's job bob's (qmgmt refuses it too; the
                 # submit parser already refuses +Owner as an attribute the schedd owns).
-                if ads.parse_expr(p.get("Owner", '""')).eval() != owner:
-                    raise OwnerError(f"Owner = {p.get('Owner')} in {file or 'the submit description'} is not the "
+                if ads.parse_expr(text).eval() != owner:
+                    raise OwnerError(f"Owner = {text} in {file or 'the submit description'} is not the "
                                      f"authenticated user {caller.identity} (jobs are owned by whoever submits them)")
-        lines = self.queue.submit_lines(procs, cluster)
-        self.queue.apply(lines)
-        await self.txlog.commit(self.txlog.append(lines))
-        self.counters["jobs_submitted"] += len(procs)
-        submitters = sorted({self.queue.jobs[(cluster, int(p["ProcId"]))].submitter for p in procs})
-        self.log.info("Submitted cluster %d: %d job(s) for %s", cluster, len(procs), ", ".join(submitters))
+        number = self.txlog.append_transaction(self.queue.submit_transaction(build, cluster))
+        await self.txlog.commit(number)
+        count = len(build)
+        self.counters["jobs_submitted"] += count
+        submitters = sorted({self.queue.jobs[(cluster, n)].submitter for n in build.numbers()
+                             if (cluster, n) in self.queue.jobs})
+        self.log.info("Submitted cluster %d: %d job(s) for %s", cluster, count, ", ".join(submitters))
         self.spawn(self._reschedule_negotiator(), "schedd:reschedule")
-        return cluster, len(procs)
+        return cluster, count
 
     def check_limits(self, file: str, owner: str, n: int) -> None:
         """MAX_JOBS_PER_SUBMISSION, MAX_JOBS_PER_OWNER and MAX_JOBS_SUBMITTED, as HTCondor's

@@ -2,127 +2,47 @@
 
 Pure. Every change is a list of log lines (txlog.op_*) applied through `apply`,
 the same code path replay uses, so what is on disk and what is in memory cannot
-disagree. Jobs keep their attributes as ClassAd expression text; a classad2 ad is
-built only when something needs to evaluate it, and cached until the job changes.
+disagree. Jobs (job.py) keep their attributes as ClassAd expression text; the jobs of
+a cluster share its cluster ad (log key "<cluster>.-1"), holding only what differs.
 """
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
-
-import classad2
 
 from daemons.core import ads
 from daemons.schedd import txlog
 from daemons.schedd.autocluster import AutoclusterConfig, Rounding, round_text
 from daemons.schedd.history import Record, record_text
-from daemons.schedd.submit import HELD, IDLE, RUNNING, submitter_of
+from daemons.schedd.job import ClusterAd, Job, JobAttrs  # noqa: F401  (JobAttrs: re-exported)
+from daemons.schedd.submit import HELD, IDLE, RUNNING, ClusterBuild, common_attrs, submitter_of
 
 HEADER_KEY = "0.0"
 _LIVE = Path("<live change>")
 
 
-@dataclass
-class Job:
-    cluster: int
-    proc: int
-    attrs: dict[str, str] = field(default_factory=dict)
-    submitter: str = ""
-    # Not persisted: a match is being turned into a running job.
-    reserved: bool = False
-    # Not persisted: the pool time its latest match arrived (0: none pending), for the
-    # match-to-activation delay.
-    matched_at: float = 0.0
-    # Not persisted: the autocluster cache (AutoClusterId, AutoClusterAttrs).
-    ac_id: int | None = None
-    ac_attrs: tuple[str, ...] = ()
-    ac_attrs_lower: frozenset[str] = frozenset()
-    ac_generation: int = -1
-    owner: str = ""          # the Owner attribute's text, as counted in JobQueue.owner_counts
-    _classad: tuple[int | None, classad2.ClassAd] | None = None
-    _public: tuple[int | None, classad2.ClassAd] | None = None
-
-    @property
-    def id(self) -> str:
-        return f"{self.cluster}.{self.proc}"
-
-    @property
-    def key(self) -> tuple[int, int]:
-        return (self.cluster, self.proc)
-
-    @property
-    def status(self) -> int:
-        # JobStatus as a number, re-parsed only when its text changes (a hot path).
-        text = self.attrs.get("JobStatus")
-        if text is not self._status_text:
-            self._status_text = text
-            try:
-                self._status = int(text) if text is not None else IDLE
-            except ValueError:
-                self._status = IDLE
-        return self._status
-
-    _status: int = IDLE
-    _status_text: str | None = None
-
-    def int_attr(self, name: str, default: int = 0) -> int:
-        try:
-            return int(float(self.attrs.get(name, default)))
-        except (ValueError, OverflowError):   # not a number, or too big for one (a 400-digit priority)
-            return default
-
-    def view(self) -> dict[str, str]:
-        """The job ad as others see it: its attributes plus the autocluster cache."""
-        if self.ac_id is None:
-            return self.attrs
-        out = dict(self.attrs)
-        out["AutoClusterId"] = str(self.ac_id)
-        out["AutoClusterAttrs"] = ads.literal(",".join(self.ac_attrs))
-        return out
-
-    def classad(self) -> classad2.ClassAd:
-        if self._classad is None or self._classad[0] != self.ac_id:
-            self._classad = (self.ac_id, classad2.ClassAd(ads.text_of_exprs(self.view())))
-        return self._classad[1]
-
-    def public_view(self) -> dict[str, str]:
-        """view() without the private attributes (ClaimId): what non-daemons may see or test."""
-        view = self.view()
-        if not any(ads.is_private(k) for k in view):
-            return view
-        return {k: v for k, v in view.items() if not ads.is_private(k)}
-
-    def public_classad(self) -> classad2.ClassAd:
-        if not any(ads.is_private(k) for k in self.attrs):
-            return self.classad()
-        if self._public is None or self._public[0] != self.ac_id:
-            self._public = (self.ac_id, classad2.ClassAd(ads.text_of_exprs(self.public_view())))
-        return self._public[1]
-
-    def text(self) -> str:
-        return ads.text_of_exprs(self.view())
-
-    def forget_autocluster(self) -> None:
-        self.ac_id = None
-        self._classad = None
-        self._public = None
+# Attributes that the queue's indexes depend on (submitter, counts, idle order).
+_INDEXED = frozenset(("jobstatus", "requestcpus", "jobprio", "owner", "accountinggroup"))
+# Attributes a cluster can make from each job's number (job.ClusterAd.derived).
+_DERIVABLE = frozenset(("ProcId", "GlobalJobId"))
 
 
 def parse_job_id(text: str) -> tuple[int, int | None]:
     """'12.3' -> (12, 3); '12' -> (12, None)."""
-    t = text.strip()
-    if "." in t:
-        c, p = t.split(".", 1)
+    c, dot, p = text.partition(".")
+    if dot:
         return int(c), int(p)
-    return int(t), None
+    return int(c), None
 
 
 class JobQueue:
     def __init__(self, uid_domain: str, rounding: Iterable[Rounding] = AutoclusterConfig().rounding) -> None:
         self.uid_domain = uid_domain
         self.jobs: dict[tuple[int, int], Job] = {}
+        self.clusters: dict[int, ClusterAd] = {}
+        self._last_key, self._last_id = "", (0, 0)   # the last job key read (apply_op; never the header)
+        self._submitters: dict[tuple[str | None, str | None], str] = {}   # (group, owner) texts -> submitter
         self.next_cluster = 1
         self.rounding = {r.attr.lower(): r for r in rounding}
         self._canon: dict[str, str] = {}
@@ -135,6 +55,9 @@ class JobQueue:
         # partitionable slot's leftover used to scan and sort all of a submitter's jobs).
         self._idle_keys: dict[str, list[tuple[int, int, int]]] = {}
         self._idle_jobs: dict[tuple[int, int, int], Job] = {}
+        # Told of every change to the idle order and of every job whose autocluster id is
+        # dropped (requests.RequestLists), so request lists need not be rebuilt each cycle.
+        self.listener = None
         # Owner (the attribute's text) -> jobs in the queue: MAX_JOBS_PER_OWNER.
         self.owner_counts: dict[str, int] = {}
         # History records (history.py): the last number given, and records decided by
@@ -156,11 +79,15 @@ class JobQueue:
         # HTCondor's order within a submitter: higher JobPrio first, then submission order.
         return job.submitter, (-job.int_attr("JobPrio"), job.cluster, job.proc)
 
+    idle_entry = _idle_entry
+
     def _index(self, entry: tuple[str, tuple[int, int, int]] | None, job: Job, add: bool) -> None:
         if entry is None:
             return
         submitter, key = entry
         keys = self._idle_keys.setdefault(submitter, [])
+        if self.listener is not None:
+            (self.listener.idle_added if add else self.listener.idle_removed)(submitter, key, job)
         if add:
             bisect.insort(keys, key)
             self._idle_jobs[key] = job
@@ -177,6 +104,11 @@ class JobQueue:
         skips those). Do not change the queue while iterating."""
         for key in self._idle_keys.get(submitter, ()):
             yield self._idle_jobs[key]
+
+    def idle_items(self, submitter: str) -> Iterator[tuple[tuple[int, int, int], Job]]:
+        """(order key, job) for each of the submitter's idle jobs, in priority order."""
+        for key in self._idle_keys.get(submitter, ()):
+            yield key, self._idle_jobs[key]
 
     def _count(self, c: tuple[str, int, int] | None, sign: int) -> None:
         if c is None:
@@ -235,6 +167,10 @@ class JobQueue:
             c = self._canon[name.lower()] = name
         return c
 
+    def spelling(self, lower: str) -> str | None:
+        """How the queue spells the attribute whose lower-case name is `lower` (None: no job has it)."""
+        return self._canon.get(lower)
+
     def __len__(self) -> int:
         return len(self.jobs)
 
@@ -265,65 +201,159 @@ class JobQueue:
             self.apply_op(txlog.parse_op(line, 0, _LIVE))
 
     def apply_op(self, op: txlog.Op) -> None:
-        if op.key == HEADER_KEY:
-            if op.code == txlog.SET and op.name == "NextClusterNum":
-                self.next_cluster = int(op.value)
-            elif op.code == txlog.SET and op.name == "HistorySeq":
-                # Numbers the history record of the job destroyed next (history.py).
-                self.history_seq = int(op.value)
-                self._numbering = self.history_seq
-            return
-        if op.code == txlog.NEW:
-            c, p = parse_job_id(op.key)
+        key = op.key
+        if key == self._last_key:
+            # A job's entries come one after another: its key is read once.
+            c, p = self._last_id
+        else:
+            if key == HEADER_KEY:
+                if op.code == txlog.SET and op.name == "NextClusterNum":
+                    self.next_cluster = int(op.value)
+                elif op.code == txlog.SET and op.name == "HistorySeq":
+                    # Numbers the history record of the job destroyed next (history.py).
+                    self.history_seq = int(op.value)
+                    self._numbering = self.history_seq
+                return
+            try:
+                c, p = parse_job_id(key)
+            except ValueError:
+                return
             if p is None:
                 return
-            self.jobs[(c, p)] = Job(c, p)
+            self._last_key, self._last_id = key, (c, p)
+        if p < 0:
+            self._apply_cluster_op(c, op)
             return
-        try:
-            c, p = parse_job_id(op.key)
-        except ValueError:
+        if op.code == txlog.NEW:
+            cad = self.clusters.get(c)
+            old = self.jobs.get((c, p))
+            if old is not None:
+                # (HTCondor's log never makes a job twice; a second one replaces the first)
+                self._drop(old)
+                if cad is not None:
+                    self.clusters[c] = cad
+            job = Job(c, p, cluster_ad=cad)
+            self.jobs[job.key] = job
+            job.queue = self
+            if cad is not None:
+                cad.procs += 1
+                if cad.attrs:
+                    # The job is born with its cluster's attributes: index it as it is. What
+                    # the indexes need is the same for every job of the cluster: work it out once.
+                    if cad.born is None:
+                        cad.born = (self._submitter(job), job.get("Owner", ""), job.status,
+                                    job.int_attr("RequestCpus", 1), -job.int_attr("JobPrio"))
+                    submitter, owner, status, cpus, prio = cad.born
+                    self._set_submitter(job, submitter)
+                    self._count_owner(job, owner)
+                    self._count((submitter, status, cpus), +1)
+                    if status == IDLE:
+                        self._index((submitter, (prio, c, p)), job, add=True)
             return
-        job = self.jobs.get((c, p)) if p is not None else None
+        job = self.jobs.get((c, p))
         if job is None:
             return
         if op.code == txlog.DESTROY:
             if self._numbering is not None:
                 self.retired.append(Record(self._numbering, record_text(job.text(), self._numbering)))
                 self._numbering = None
-            del self.jobs[(c, p)]
-            self._count(self._contribution(job), -1)
-            self._index(self._idle_entry(job), job, add=False)
-            self._count_owner(job, "")
-            mine = self.by_submitter.get(job.submitter)
-            if mine is not None:
-                mine.pop(job.key, None)
-                if not mine:
-                    del self.by_submitter[job.submitter]
+            self._drop(job)
+            return
+        if op.code not in (txlog.SET, txlog.DELETE_ATTR):
             return
         name = self.canonical(op.name)
         low = name.lower()
-        before = self._contribution(job)
-        idle_before = self._idle_entry(job)
-        if op.code == txlog.SET:
-            value = op.value
-            rule = self.rounding.get(low)
-            if rule is not None:
-                # SCHEDD_ROUND_ATTR_<attr>: round for matchmaking, keep the original.
-                rounded = round_text(rule, value)
-                if rounded is not None:
-                    job.attrs[self.canonical(name + "_RAW")] = value
-                    value = rounded
-            job.attrs[name] = value
-        elif op.code == txlog.DELETE_ATTR:
-            job.attrs.pop(name, None)
+        if (op.code == txlog.SET and job.submitter and low not in _INDEXED and low not in self.rounding
+                and job.ac_id is None):
+            # The common case of a replay and a submit (ProcId, GlobalJobId): nothing to re-index.
+            job._classad = job._public = None
+            cad = job.cad
+            if cad is not None and name in _DERIVABLE and name not in job.own and name not in cad.attrs \
+                    and self._derives(cad, name, c, p, op.value):
+                return      # the cluster makes it from the job's number: nothing to keep per job
+            job.writable()[name] = op.value
+            return
+
+        def change() -> None:
+            if op.code == txlog.SET:
+                self._set_value(job.writable(), name, low, op.value)
+            else:
+                job.delete(name)
+        self._changed(job, low, change)
+
+    @staticmethod
+    def _derives(cad: ClusterAd, name: str, c: int, p: int, value: str) -> bool:
+        """Whether `value`, the job's `name`, is what its cluster makes from its number;
+        the first job of a cluster teaches it how (ClusterAd.derived)."""
+        made = cad.derived.get(name)
+        if made is None:
+            number = str(p)
+            if name == "ProcId":
+                made = ("", "") if value == number else None
+            else:
+                # GlobalJobId: "<schedd>#<cluster>.<proc>#<QDate>", as a string literal.
+                mark = f"#{c}.{number}#"
+                i = value.find(mark)
+                made = (value[:i] + f"#{c}.", "#" + value[i + len(mark):]) \
+                    if i >= 0 and value.rfind(mark) == i else None
+            if made is None:
+                return False
+            cad.derived[name] = made
+        return made[0] + str(p) + made[1] == value
+
+    def _drop(self, job: Job) -> None:
+        """Take a job out of the queue and every index."""
+        del self.jobs[job.key]
+        self._count(self._contribution(job), -1)
+        self._index(self._idle_entry(job), job, add=False)
+        job.queue = None
+        self._count_owner(job, "")
+        mine = self.by_submitter.get(job.submitter)
+        if mine is not None:
+            mine.pop(job.key, None)
+            if not mine:
+                del self.by_submitter[job.submitter]
+        cad = job.cad
+        if cad is not None:
+            cad.procs -= 1
+            if cad.procs <= 0 and self.clusters.get(job.cluster) is cad:
+                del self.clusters[job.cluster]   # the last job of the cluster is gone, and its cluster ad with it
+
+    def _set_value(self, attrs: dict, name: str, low: str, value: str) -> None:
+        rule = self.rounding.get(low)
+        if rule is not None:
+            # SCHEDD_ROUND_ATTR_<attr>: round for matchmaking, keep the original.
+            rounded = round_text(rule, value)
+            if rounded is not None:
+                attrs[self.canonical(name + "_RAW")] = value
+                value = rounded
+        attrs[name] = value
+
+    def _changed(self, job: Job, low: str, change, before_change=None) -> None:
+        """Make one change to a job's attributes and keep every index in step with it
+        (`before_change`: the job's index entries before, when the change is already made)."""
+        indexed = low in _INDEXED or not job.submitter or before_change is not None
+        if before_change is not None:
+            before, idle_before = before_change
+        elif indexed:
+            before = self._contribution(job)
+            idle_before = self._idle_entry(job)
+        change()
         job._classad = None
         job._public = None
-        if job.ac_id is not None and low in job.ac_attrs_lower:
+        forgot = job.ac_id is not None and low in job.ac_attrs_lower
+        if forgot:
             job.forget_autocluster()
+        if indexed:
+            self._reindex(job, low, before, idle_before)
+        if forgot and self.listener is not None:
+            self.listener.job_changed(job, job.reserved)
+
+    def _reindex(self, job: Job, low: str, before, idle_before) -> None:
         if low in ("owner", "accountinggroup") or not job.submitter:
-            self._set_submitter(job, submitter_of(job.attrs, self.uid_domain))
+            self._set_submitter(job, self._submitter(job))
         if low == "owner":
-            self._count_owner(job, job.attrs.get(name, ""))
+            self._count_owner(job, job.get("Owner", ""))
         after = self._contribution(job)
         if after != before:
             self._count(before, -1)
@@ -333,39 +363,152 @@ class JobQueue:
             self._index(idle_before, job, add=False)
             self._index(idle_after, job, add=True)
 
-    def state_lines(self) -> list[str]:
-        """The whole queue as log lines (for a compacted log)."""
-        lines = [txlog.op_new(HEADER_KEY, "(empty)"),
-                 txlog.op_set(HEADER_KEY, "NextClusterNum", str(self.next_cluster))]
-        if self.history_seq:
-            lines.append(txlog.op_set(HEADER_KEY, "HistorySeq", str(self.history_seq)))
-        for job in self.jobs.values():
-            lines.append(txlog.op_new(job.id))
-            raws: list[tuple[str, str]] = []
-            for k, v in job.attrs.items():
-                low = k.lower()
-                if low.endswith("_raw") and low[:-4] in self.rounding:
-                    base = job.attrs.get(self._canon.get(low[:-4], ""))
-                    if base is None or round_text(self.rounding[low[:-4]], v) != base:
-                        raws.append((k, v))  # not what replaying the base attribute would recreate
-                    continue
-                if low in self.rounding:
-                    raw = job.attrs.get(self._canon.get(low + "_raw", ""))
-                    if raw is not None and round_text(self.rounding[low], raw) == v:
-                        v = raw  # write the original: replay rounds it again, and recreates <attr>_RAW
-                lines.append(txlog.op_set(job.id, k, v))
-            # Stale or orphaned <attr>_RAW values go last so no replayed rounding overwrites them.
-            lines.extend(txlog.op_set(job.id, k, v) for k, v in raws)
+    def _apply_cluster_op(self, c: int, op: txlog.Op) -> None:
+        """An entry for a cluster ad ("<cluster>.-1")."""
+        if op.code == txlog.NEW:
+            if c not in self.clusters:
+                self.clusters[c] = ClusterAd(c)
+            return
+        cad = self.clusters.get(c)
+        if cad is None:
+            return
+        if op.code == txlog.DESTROY:
+            # HTCondor destroys a cluster ad after its last job; jobs still holding it keep it.
+            del self.clusters[c]
+            return
+        if op.code not in (txlog.SET, txlog.DELETE_ATTR):
+            return
+        name = self.canonical(op.name)
+        low = name.lower()
+        cad.changed()
+        # Written while the cluster is made, before its jobs; a later change (rare) reaches
+        # every job of the cluster, each kept in the indexes like a change of its own.
+        members = [j for j in self.jobs.values() if j.cad is cad] if cad.procs else []
+        before = [(self._contribution(j), self._idle_entry(j)) for j in members]
+        if op.code == txlog.SET:
+            self._set_value(cad.attrs, name, low, op.value)
+        else:
+            cad.attrs.pop(name, None)
+        for job, (contribution, idle) in zip(members, before):
+            self._changed(job, low, lambda: None, (contribution, idle))
+
+    def _submitter(self, job: Job) -> str:
+        key = (job.get("AccountingGroup"), job.get("Owner"))
+        s = self._submitters.get(key)
+        if s is None:
+            s = self._submitters[key] = submitter_of(job.attrs, self.uid_domain)
+        return s
+
+    def _attr_lines(self, key: str, attrs: dict[str, str | None]) -> list[str]:
+        lines: list[str] = []
+        raws: list[tuple[str, str]] = []
+        deleted: list[str] = []
+        for k, v in attrs.items():
+            if v is None:
+                deleted.append(k)
+                continue
+            low = k.lower()
+            if low.endswith("_raw") and low[:-4] in self.rounding:
+                base = attrs.get(self._canon.get(low[:-4], ""))
+                if base is None or round_text(self.rounding[low[:-4]], v) != base:
+                    raws.append((k, v))  # not what replaying the base attribute would recreate
+                continue
+            if low in self.rounding:
+                raw = attrs.get(self._canon.get(low + "_raw", ""))
+                if raw is not None and round_text(self.rounding[low], raw) == v:
+                    v = raw  # write the original: replay rounds it again, and recreates <attr>_RAW
+            lines.append(txlog.op_set(key, k, v))
+        # Stale or orphaned <attr>_RAW values go last so no replayed rounding overwrites them.
+        lines.extend(txlog.op_set(key, k, v) for k, v in raws)
+        lines.extend(txlog.op_delete_attr(key, k) for k in deleted)
         return lines
 
+    def state_lines(self) -> list[str]:
+        """The whole queue as log lines (for a compacted log): cluster ads, then each job's
+        own attributes."""
+        return list(self.iter_state_lines())
+
+    def iter_state_lines(self) -> Iterator[str]:
+        """state_lines() one job at a time (a compaction writes them as they are made)."""
+        yield txlog.op_new(HEADER_KEY, "(empty)")
+        yield txlog.op_set(HEADER_KEY, "NextClusterNum", str(self.next_cluster))
+        if self.history_seq:
+            yield txlog.op_set(HEADER_KEY, "HistorySeq", str(self.history_seq))
+        for c, cad in self.clusters.items():
+            key = f"{c}.-1"
+            yield txlog.op_new(key)
+            yield from self._attr_lines(key, cad.attrs)
+        for job in self.jobs.values():
+            lines: list[str] = []
+            if job.cad is not None and self.clusters.get(job.cluster) is not job.cad:
+                # (cannot happen through the log: a cluster ad goes only with its last job)
+                own = dict(job.attrs.items())
+            else:
+                own = job.own
+            lines.append(txlog.op_new(job.id))
+            if job.cad is not None and job.cad.derived:
+                # Written out, as HTCondor's log has them; replay learns them again.
+                number = str(job.proc)
+                lines.extend(txlog.op_set(job.id, k, head + number + tail)
+                             for k, (head, tail) in job.cad.derived.items()
+                             if k not in own and k not in job.cad.attrs)
+            lines.extend(self._attr_lines(job.id, own))
+            yield from lines
+
     # ---- building changes ---------------------------------------------------
-    def submit_lines(self, procs: list[dict[str, str]], cluster: int) -> list[str]:
-        lines = [txlog.op_set(HEADER_KEY, "NextClusterNum", str(cluster + 1))]
+    def submit_lines(self, procs: list[dict[str, str]], cluster: int,
+                     common: dict[str, str] | None = None) -> list[str]:
+        """One cluster's log lines: its cluster ad (the attributes every job shares, given
+        as `common` or found in `procs`), then each job with what differs (its ProcId
+        at least). `procs` may hold whole job ads or only what differs from `common`."""
+        if common is None:
+            common = common_attrs(procs)
+        return list(self._submit_lines(procs, cluster, common))
+
+    @staticmethod
+    def _submit_lines(procs: Iterable[dict[str, str]], cluster: int, common: dict[str, str]) -> Iterator[str]:
+        return map(txlog.render, JobQueue._submit_ops(procs, cluster, common))
+
+    @staticmethod
+    def _submit_ops(procs: Iterable[dict[str, str]], cluster: int, common: dict[str, str]) -> Iterator[txlog.Op]:
+        SET, NEW = txlog.SET, txlog.NEW
+        key = f"{cluster}.-1"
+        yield txlog.Op(SET, HEADER_KEY, "NextClusterNum", str(cluster + 1))
+        yield txlog.Op(NEW, key, "Job")
+        for k, v in common.items():
+            yield txlog.Op(SET, key, k, v)
         for attrs in procs:
             key = f"{cluster}.{attrs['ProcId']}"
-            lines.append(txlog.op_new(key))
-            lines.extend(txlog.op_set(key, k, v) for k, v in attrs.items())
-        return lines
+            yield txlog.Op(NEW, key, "Job")
+            for k, v in attrs.items():
+                if k == "ProcId" or common.get(k) != v:
+                    yield txlog.Op(SET, key, k, v)
+
+    def submit_transaction(self, build: ClusterBuild, cluster: int) -> list[str]:
+        """Add a built cluster to the queue; returns the transaction's text for the log, in
+        pieces (TxLog.append_transaction).
+
+        Line by line, each applied as it is written (the same path as replay), so a
+        `queue 100000` never holds its lines, only their text. Every value is checked
+        first: nothing changes if one cannot be logged."""
+        for attrs in (build.common, *build.distinct()):
+            for k, v in attrs.items():
+                if "\n" in v:
+                    raise ValueError(f"attribute {k}: value spans lines")
+        pieces: list[str] = []
+        lines = [f"{txlog.BEGIN} "]
+        render, apply_op = txlog.render, self.apply_op
+        for op in self._submit_ops(build.procs(), cluster, build.common):
+            # The op is applied as the line written for it reads back (render and parse_op
+            # are each other's inverse), without parsing it again.
+            lines.append(render(op))
+            apply_op(op)
+            if len(lines) >= 4096:
+                pieces.append("\n".join(lines) + "\n")
+                lines = []
+        lines.append(f"{txlog.END} ")
+        pieces.append("\n".join(lines) + "\n")
+        return pieces
 
     def retire_lines(self, finished: list[tuple[Job, dict[str, str | None]]]) -> list[str]:
         """One transaction's lines that give each job its final attributes, number its

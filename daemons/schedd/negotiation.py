@@ -38,25 +38,30 @@ class NegotiationMixin:
         if significant and self.ac.update_negotiator_attrs(significant):
             self.log.info("significant attributes from the negotiator grew (%d now): every autocluster id "
                           "is recomputed", len(self.ac.negotiator_attrs))
-        jobs = scheduling.idle_jobs(self.queue, submitter)
+        n0, t0 = self.ac.ids_assigned, self.ac.assign_seconds
         if job_constraint.strip():
-            # NEGOTIATOR_JOB_CONSTRAINT: HTCondor's schedd offers only the jobs that satisfy it.
+            # NEGOTIATOR_JOB_CONSTRAINT: HTCondor's schedd offers only the jobs that satisfy it
+            # (a list of its own, built for this session).
+            jobs = scheduling.idle_jobs(self.queue, submitter)
             try:
                 tree = ads.parse_expr(job_constraint, "NEGOTIATOR_JOB_CONSTRAINT")
                 now = self.clock.now()
                 jobs = [j for j in jobs if ads.is_true(ads.evaluate(tree, scheduling.with_time(j.classad(), now)))]
             except ads.AdError as e:
                 self.log.warning("ignoring the negotiator's job constraint: %s", e)
-        n0, t0 = self.ac.ids_assigned, self.ac.assign_seconds
-        requests = scheduling.resource_requests(jobs, self.ac.assign)
+            requests = scheduling.resource_requests(jobs, self.ac.assign)
+        else:
+            # Kept in step with the queue (requests.py), not rebuilt for every cycle.
+            requests = self.request_lists.requests(submitter)
+        idle = sum(r.count for r in requests)
         acs = {r.autocluster for r in requests}
         autoclusters = len(acs)
-        self.ac_stats.note(cycle, self.clock.now(), acs, len(jobs), self.ac.ids_assigned - n0,
+        self.ac_stats.note(cycle, self.clock.now(), acs, idle, self.ac.ids_assigned - n0,
                            self.ac.assign_seconds - t0)
         session = NegotiationSession(submitter, cycle, requests)
         self.counters["negotiations"] += 1
         self.log.info("Negotiating for %s (cycle %d): %d idle job(s) in %d autocluster(s), %d request(s)",
-                      submitter, cycle, len(jobs), autoclusters, len(requests))
+                      submitter, cycle, idle, autoclusters, len(requests))
         return session
 
     def next_requests(self, session: NegotiationSession, max_requests: int) -> tuple[list[Request], bool]:

@@ -1,6 +1,9 @@
 """The schedd's queue operations: remove, hold, release, edit, and queries."""
 from __future__ import annotations
 
+import time
+from typing import Iterator
+
 from daemons.core import ads
 from daemons.core.security.levels import DAEMON
 from daemons.pb.htcpool import schedd_pb2
@@ -144,19 +147,106 @@ class QueueOpsMixin:
     def query(self, constraint: str, projection: list[str], history: bool, limit: int,
               private: bool = False) -> list[str]:
         """Job ads as text; private attributes (ClaimId, ...) only when `private` (DAEMON callers)."""
+        return [t for chunk in self.query_chunks(constraint, projection, history, limit, private) for t in chunk]
+
+    def query_chunks(self, constraint: str, projection: list[str], history: bool, limit: int,
+                     private: bool = False, chunk: int = 1000) -> Iterator[list[str]]:
+        """query() in chunks of `chunk` ads, each made only when asked for: a query of every
+        job holds one chunk at a time and caches no job's ClassAd. A bad constraint raises
+        here, before the first chunk; SCHEDD_QUERY_MAX_WORKTIME counts only the time spent
+        making chunks, not the time the caller takes between them."""
         tree = ads.parse_expr(constraint, "constraint") if constraint.strip() else None
-        now = self.clock.now()
-        check = self.query_budget()
+        watch = _Stopwatch()
+        check = ads.work_budget(self.cfg.query_max_worktime_s, "SCHEDD_QUERY_MAX_WORKTIME", clock=watch)
+        if history:
+            return self._history_chunks(tree, projection, limit, private, chunk, watch, check)
+        # The jobs as they are when each chunk is made; one that has left the queue meanwhile is skipped.
+        keys = sorted(self.queue.jobs)
+        return self._job_chunks(keys, tree, projection, limit, private, chunk, watch, check)
+
+    def _job_chunks(self, keys, tree, projection, limit, private, chunk, watch, check) -> Iterator[list[str]]:
+        jobs = self.queue.jobs
+        wanted = [a for a in projection if ads.is_attr_name(a)] if projection else None
+        sent = 0
         out: list[str] = []
-        for ad in self._iter_ads(history, private):
+        watch.start()
+        for key in keys:
+            j = jobs.get(key)
+            if j is None:
+                continue
+            shared = self.ac_rejections.get(j.ac_id) if j.ac_id is not None and j.status == IDLE else None
+            # The autocluster's last rejection speaks for every job in it.
+            extra = {"LastRejMatchReason": _quote(shared[0]), "LastRejMatchTime": str(shared[1])} \
+                if shared is not None else None
+            if tree is not None:
+                check()
+                ad = j.fresh_classad(private) if extra is None else ads.parse_ad(j.ad_text(private, extra))
+                if not ads.is_true(ads.evaluate(tree, scheduling.with_time(ad, self.clock.now()))):
+                    continue
+            if wanted is None:
+                out.append(j.ad_text(private, extra))
+            else:
+                out.append(ads.text_of_exprs(self._project(j, wanted, private, extra)))
+            sent += 1
+            if limit and sent >= limit:
+                break
+            if len(out) >= chunk:
+                watch.stop()
+                yield out
+                out = []
+                watch.start()
+        watch.stop()
+        if out:
+            yield out
+
+    def _project(self, job: Job, names: list[str], private: bool, extra: dict[str, str] | None) -> dict[str, str]:
+        """The named attributes of what the job's whole ad would say (names ignore case; each
+        keeps the spelling asked for), looked up one by one instead of making the whole ad."""
+        out = {}
+        lowered = {k.lower(): v for k, v in extra.items()} if extra else {}
+        if job.ac_id is not None:
+            lowered.setdefault("autoclusterid", str(job.ac_id))
+            lowered.setdefault("autoclusterattrs", ads.literal(",".join(job.ac_attrs)))
+        for n in names:
+            low = n.lower()
+            v = lowered.get(low)
+            if v is None:
+                spelled = self.queue.spelling(low)
+                if spelled is None or (not private and ads.is_private(spelled)):
+                    continue
+                v = job.get(spelled)
+            if v is not None:
+                out[n] = v
+        return out
+
+    def _history_chunks(self, tree, projection, limit, private, chunk, watch, check) -> Iterator[list[str]]:
+        sent = 0
+        out: list[str] = []
+        now = self.clock.now()
+        watch.start()
+        for line in self.history.lines():
+            try:
+                ad = ads.parse_ad(line)
+            except ads.AdError:
+                continue
+            if not private:
+                ad = ads.without_private(ad)
             if tree is not None:
                 check()
                 if not ads.is_true(ads.evaluate(tree, scheduling.with_time(ad, now))):
                     continue
             out.append(repr(ads.project(ad, projection)) if projection else repr(ad))
-            if limit and len(out) >= limit:
+            sent += 1
+            if limit and sent >= limit:
                 break
-        return out
+            if len(out) >= chunk:
+                watch.stop()
+                yield out
+                out = []
+                watch.start()
+        watch.stop()
+        if out:
+            yield out
 
     def autocluster_ads(self, constraint: str = "") -> list[str]:
         """condor_q -autocluster: the autoclusters of the jobs in the queue."""
@@ -190,23 +280,23 @@ class QueueOpsMixin:
                 out.append(repr(ad))
         return out
 
-    def _iter_ads(self, history: bool, private: bool = True):
-        """Job ads (or history records); without private attributes unless `private`."""
-        if not history:
-            for j in sorted(self.queue.jobs.values(), key=lambda j: j.key):
-                shared = self.ac_rejections.get(j.ac_id) if j.ac_id is not None and j.status == IDLE else None
-                if shared is None:
-                    yield j.classad() if private else j.public_classad()
-                else:
-                    # The autocluster's last rejection speaks for every job in it.
-                    view = dict(j.view() if private else j.public_view())
-                    view["LastRejMatchReason"] = _quote(shared[0])
-                    view["LastRejMatchTime"] = str(shared[1])
-                    yield ads.parse_ad(ads.text_of_exprs(view))
-            return
-        for line in self.history.lines():
-            try:
-                ad = ads.parse_ad(line)
-            except ads.AdError:
-                continue
-            yield ad if private else ads.without_private(ad)
+
+
+
+class _Stopwatch:
+    """A clock that runs only between start() and stop(): a query's own working time."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self._since: float | None = None
+
+    def start(self) -> None:
+        self._since = time.monotonic()
+
+    def stop(self) -> None:
+        if self._since is not None:
+            self.total += time.monotonic() - self._since
+            self._since = None
+
+    def __call__(self) -> float:
+        return self.total + (time.monotonic() - self._since if self._since is not None else 0.0)

@@ -72,19 +72,30 @@ class ScheddService(pb_grpc.ScheddServicer):
         try:
             if request.autoclusters:
                 texts = self.d.autocluster_ads(request.constraint)
+                chunks = iter([texts[i:i + QUERY_CHUNK] for i in range(0, len(texts), QUERY_CHUNK)])
             else:
                 # Claim ids stay with the daemons: only DAEMON callers see private attributes.
                 call = current_call()
                 private = call is not None and DAEMON in call.levels and not call.notes.get("open")
-                texts = self.d.query(request.constraint, list(request.projection), request.history, request.limit,
-                                     private=private)
+                chunks = self.d.query_chunks(request.constraint, list(request.projection), request.history,
+                                             request.limit, private=private, chunk=QUERY_CHUNK)
         except ads.WorkLimitError as e:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
         except ads.AdError as e:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(e))
-        for i in range(0, len(texts), QUERY_CHUNK):
-            yield pb.QueryJobsReply(ads=[common_pb2.ClassAd(text=t) for t in texts[i:i + QUERY_CHUNK]])
-        if not texts:
+        # Each chunk is made when the previous one has been sent, so the answer to a query of
+        # every job never sits whole in the schedd's memory.
+        sent = 0
+        while True:
+            try:
+                texts = next(chunks, None)
+            except ads.WorkLimitError as e:
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e))
+            if texts is None:
+                break
+            sent += 1
+            yield pb.QueryJobsReply(ads=[common_pb2.ClassAd(text=t) for t in texts])
+        if not sent:
             yield pb.QueryJobsReply()
 
     async def Act(self, request: pb.ActRequest, context: grpc.aio.ServicerContext) -> pb.ActReply:

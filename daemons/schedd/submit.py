@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable, Iterator
 
 from daemons.core import ads, limits
 from daemons.schedd import protected
@@ -266,14 +266,21 @@ class SubmitContext:
     first_proc: int = 0
 
 
-def build_jobs(desc: SubmitDescription, ctx: SubmitContext, *, max_jobs: int | None = None,
-               sample: bool = False) -> list[dict[str, str]]:
-    """Expand a parsed description into proc ads (attribute -> expression text).
+# Built-in macros whose value changes from one job of a queue item to the next.
+_PER_PROC_MACRO = re.compile(r"\$\((?i:process|procid|step|node)\)")
+# Attributes every job has its own value of, whatever the description says.
+PER_JOB = frozenset(("ProcId", "GlobalJobId"))
 
-    `max_jobs`: MAX_JOBS_PER_SUBMISSION, checked before anything is built. `sample`:
-    build only the first and last job of each item (a client's check of a large
-    submission; the schedd builds them all).
-    """
+
+def _global_job_id(ctx: SubmitContext, proc: int) -> str:
+    return ads.literal(f"{ctx.schedd_name}#{ctx.cluster_id}.{proc}#{ctx.now}")
+
+
+def _build(desc: SubmitDescription, ctx: SubmitContext, max_jobs: int | None,
+           sample: bool) -> list[tuple[dict[str, str], int | None]]:
+    """Each job as (its ad, None), or as (the ad of an earlier job, its own number) when
+    nothing in force for its queue item refers to the job's number: then the jobs of one
+    item differ in nothing but ProcId and GlobalJobId, and `queue 100000` builds one ad."""
     total = count_jobs(desc)
     if max_jobs is not None and total > max_jobs:
         raise SubmitError(desc.file, None, f"{total:,} jobs in one submission; MAX_JOBS_PER_SUBMISSION is "
@@ -282,10 +289,24 @@ def build_jobs(desc: SubmitDescription, ctx: SubmitContext, *, max_jobs: int | N
     builder = JobBuilder(desc.file, ctx)
     macros: dict[str, str] = {}
     current: dict[str, Statement] = {}
-    jobs: list[dict[str, str]] = []
+    jobs: list[tuple[dict[str, str], int | None]] = []
     proc = ctx.first_proc
-    ad_budget = limits.current().max_ad_size * 256
+    max_size = limits.current().max_ad_size
+    ad_budget = max_size * 256
     spent = 0
+    # GlobalJobId's text but for the job's number (whose digits are never escaped).
+    gji_base = len(_global_job_id(ctx, 0)) - 1
+
+    def check(size: int, line: int) -> None:
+        nonlocal spent
+        if size > max_size:
+            raise SubmitError(desc.file, line, f"the job ad would be {size:,} characters, more than "
+                                               "the limit (see CLASSAD_MAX_AD_SIZE)")
+        spent += size
+        if spent > ad_budget:
+            raise SubmitError(desc.file, line, f"the submission's job ads would be more than "
+                                               f"{ad_budget:,} characters (256 x CLASSAD_MAX_AD_SIZE)")
+
     for item in desc.items:
         if isinstance(item, Statement):
             macros[item.key] = item.value
@@ -296,22 +317,97 @@ def build_jobs(desc: SubmitDescription, ctx: SubmitContext, *, max_jobs: int | N
             steps = range(item.count)
             if sample and item.count > 2:
                 steps = [0, item.count - 1]
+            same = not sample and not any(_PER_PROC_MACRO.search(t) for t in
+                                          [*macros.values(), *(v for _, v in values.values())])
+            template: dict[str, str] | None = None
+            rest = 0      # the template's size without its ProcId and GlobalJobId values
             for step in steps:
-                ad = builder.job(current, macros, values, proc + (step if sample else 0), step, index, item.line)
-                size = sum(len(k) + len(v) + 4 for k, v in ad.items())
-                if size > limits.current().max_ad_size:
-                    raise SubmitError(desc.file, item.line, f"the job ad would be {size:,} characters, more than "
-                                                            "the limit (see CLASSAD_MAX_AD_SIZE)")
-                spent += size
-                if spent > ad_budget:
-                    raise SubmitError(desc.file, item.line, f"the submission's job ads would be more than "
-                                                            f"{ad_budget:,} characters (256 x CLASSAD_MAX_AD_SIZE)")
-                jobs.append(ad)
+                number = proc + (step if sample else 0)
+                if template is not None:
+                    digits = len(str(number))
+                    check(rest + digits + gji_base + digits, item.line)
+                    jobs.append((template, number))
+                else:
+                    ad = builder.job(current, macros, values, number, step, index, item.line)
+                    size = sum(len(k) + len(v) + 4 for k, v in ad.items())
+                    check(size, item.line)
+                    jobs.append((ad, None))
+                    if same:
+                        template = ad
+                        rest = size - len(ad["ProcId"]) - len(ad["GlobalJobId"])
                 if not sample:
                     proc += 1
             if sample:
                 proc += item.count
     return jobs
+
+
+def build_jobs(desc: SubmitDescription, ctx: SubmitContext, *, max_jobs: int | None = None,
+               sample: bool = False) -> list[dict[str, str]]:
+    """Expand a parsed description into proc ads (attribute -> expression text).
+
+    `max_jobs`: MAX_JOBS_PER_SUBMISSION, checked before anything is built. `sample`:
+    build only the first and last job of each item (a client's check of a large
+    submission; the schedd builds them all).
+    """
+    return [ad if n is None else {**ad, "ProcId": str(n), "GlobalJobId": _global_job_id(ctx, n)}
+            for ad, n in _build(desc, ctx, max_jobs, sample)]
+
+
+def common_attrs(procs: Iterable[dict[str, str]]) -> dict[str, str]:
+    """The attributes every job ad of `procs` has with the same text (their cluster ad)."""
+    common: dict[str, str] | None = None
+    for attrs in procs:
+        if common is None:
+            common = {k: v for k, v in attrs.items() if k not in PER_JOB}
+            continue
+        for k in [k for k, v in common.items() if attrs.get(k) != v]:
+            del common[k]
+        if not common:
+            break
+    return common or {}
+
+
+class ClusterBuild:
+    """A cluster as HTCondor keeps it: the attributes its jobs share (the cluster ad), and
+    for each job what differs (its ProcId at least), made as they are asked for, so a
+    `queue 100000` never holds 100,000 ads, nor 100,000 dictionaries, at once."""
+
+    def __init__(self, ctx: SubmitContext, built: list[tuple[dict[str, str], int | None]]) -> None:
+        self.ctx = ctx
+        self._built = built
+        templates = list({id(ad): ad for ad, _ in built}.values())
+        self.common = common_attrs(templates)
+        self._diffs = {id(ad): {k: v for k, v in ad.items() if k in PER_JOB or self.common.get(k) != v}
+                       for ad in templates}
+
+    def __len__(self) -> int:
+        return len(self._built)
+
+    def numbers(self) -> Iterator[int]:
+        for ad, n in self._built:
+            yield int(ad["ProcId"]) if n is None else n
+
+    def procs(self) -> Iterator[dict[str, str]]:
+        """Each job's own attributes, in job order."""
+        # GlobalJobId's text around the job's number (whose digits need no escaping).
+        head, tail = _global_job_id(self.ctx, 0).rsplit("0#", 1)
+        tail = "#" + tail
+        for ad, n in self._built:
+            diff = self._diffs[id(ad)]
+            if n is None:
+                yield diff
+            else:
+                number = str(n)
+                yield {**diff, "ProcId": number, "GlobalJobId": head + number + tail}
+
+    def distinct(self) -> Iterator[dict[str, str]]:
+        """The own attributes of each distinct ad built (every value a job may have but its number)."""
+        return iter(self._diffs.values())
+
+
+def build_cluster(desc: SubmitDescription, ctx: SubmitContext, *, max_jobs: int | None = None) -> ClusterBuild:
+    return ClusterBuild(ctx, _build(desc, ctx, max_jobs, False))
 
 
 def submitter_of(attrs: dict[str, str], uid_domain: str) -> str:

@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable, Iterator, NamedTuple
 
 NEW, DESTROY, SET, DELETE_ATTR, BEGIN, END, HEADER = 101, 102, 103, 104, 105, 106, 107
 
@@ -31,8 +31,8 @@ class LogCorrupt(Exception):
     pass
 
 
-@dataclass(frozen=True)
-class Op:
+class Op(NamedTuple):
+    # A tuple, not a dataclass: a replay makes one per line of the log.
     code: int
     key: str = ""
     name: str = ""
@@ -55,6 +55,19 @@ def op_set(key: str, name: str, value: str) -> str:
 
 def op_delete_attr(key: str, name: str) -> str:
     return f"{DELETE_ATTR} {key} {name}"
+
+
+def render(op: Op) -> str:
+    """The log line of an op (parse_op's inverse)."""
+    if op.code == SET:
+        return op_set(op.key, op.name, op.value)
+    if op.code == NEW:
+        return op_new(op.key, op.name or "Job")
+    if op.code == DELETE_ATTR:
+        return op_delete_attr(op.key, op.name)
+    if op.code == DESTROY:
+        return op_destroy(op.key)
+    return f"{op.code} {op.value}"
 
 
 def parse_op(line: str, line_no: int, path: Path) -> Op:
@@ -80,41 +93,78 @@ def parse_op(line: str, line_no: int, path: Path) -> Op:
     raise LogCorrupt(f"{path}, line {line_no}: unknown log op {code}")
 
 
+class LogReader:
+    """The committed ops of a log, in order, read as they are iterated; afterwards `seq` is
+    the log's sequence number, `cut` whether a transaction was cut off at the end, and
+    `entries` the ops given.
+
+    Two passes: the first checks the structure (every line an entry, transactions neither
+    nested nor ended without a beginning) and finds where a transaction cut off at the end
+    begins; the second gives every op before that, so a replay holds no transaction whole
+    (one submit of 100,000 jobs is one transaction) and a corrupt log changes nothing."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.seq = 0
+        self.cut = False
+        self.entries = 0
+
+    def _lines(self) -> Iterator[tuple[int, str]]:
+        with open(self.path, encoding="utf-8", errors="strict", newline="\n") as f:
+            for i, line in enumerate(f, 1):
+                if not line.endswith("\n"):
+                    return          # a final line without its newline is a torn write: ignore it
+                yield i, line[:-1]
+
+    def _check(self) -> int | None:
+        """The line where a transaction cut off at the end begins (None: none is)."""
+        begun: int | None = None
+        for i, line in self._lines():
+            if not line.strip():
+                continue
+            head = line.partition(" ")[0]
+            try:
+                code = int(head)
+            except ValueError:
+                raise LogCorrupt(f"{self.path}, line {i}: not a log entry: {line[:80]!r}") from None
+            if code == BEGIN:
+                if begun is not None:
+                    raise LogCorrupt(f"{self.path}, line {i}: a transaction begins inside another")
+                begun = i
+            elif code == END:
+                if begun is None:
+                    raise LogCorrupt(f"{self.path}, line {i}: a transaction ends that never began")
+                begun = None
+            elif code not in (NEW, DESTROY, SET, DELETE_ATTR, HEADER):
+                raise LogCorrupt(f"{self.path}, line {i}: unknown log op {code}")
+        return begun
+
+    def __iter__(self) -> Iterator[Op]:
+        if not self.path.exists():
+            return
+        cut_at = self._check()
+        self.cut = cut_at is not None
+        for i, line in self._lines():
+            if i == cut_at:
+                return
+            if not line.strip():
+                continue
+            op = parse_op(line, i, self.path)
+            if op.code == HEADER:
+                try:
+                    self.seq = int(op.value.split()[0])
+                except (ValueError, IndexError):
+                    self.seq = 0
+            elif op.code not in (BEGIN, END):
+                self.entries += 1
+                yield op
+
+
 def read_log(path: Path) -> tuple[list[Op], int, bool]:
     """Committed ops in order, the log's sequence number, and whether a transaction was cut off."""
-    if not path.exists():
-        return [], 0, False
-    data = path.read_text(encoding="utf-8", errors="strict")
-    lines = data.split("\n")
-    # A final line without its newline is a torn write: ignore it.
-    complete = lines[:-1]
-    ops: list[Op] = []
-    pending: list[Op] | None = None
-    seq = 0
-    for i, line in enumerate(complete, 1):
-        if not line.strip():
-            continue
-        op = parse_op(line, i, path)
-        if op.code == HEADER:
-            try:
-                seq = int(op.value.split()[0])
-            except (ValueError, IndexError):
-                seq = 0
-            continue
-        if op.code == BEGIN:
-            if pending is not None:
-                raise LogCorrupt(f"{path}, line {i}: a transaction begins inside another")
-            pending = []
-        elif op.code == END:
-            if pending is None:
-                raise LogCorrupt(f"{path}, line {i}: a transaction ends that never began")
-            ops.extend(pending)
-            pending = None
-        elif pending is not None:
-            pending.append(op)
-        else:
-            ops.append(op)
-    return ops, seq, pending is not None
+    reader = LogReader(path)
+    ops = list(reader)
+    return ops, reader.seq, reader.cut
 
 
 def _fsync_dir(path: Path) -> None:
@@ -129,7 +179,7 @@ class TxLog:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._file = None
-        self._pending: list[str] = []
+        self._pending: list[str | list[str]] = []
         self._appended = 0     # transactions appended
         self._synced = 0       # transactions durable
         self._flusher: asyncio.Task | None = None
@@ -137,20 +187,25 @@ class TxLog:
         self.fsyncs = 0
         self.commits = 0
 
-    def rewrite(self, state_lines: list[str], seq: int) -> None:
-        """Replace the log with a compact one holding `state_lines` (HTCondor's log rotation)."""
+    def rewrite(self, state_lines: Iterable[str], seq: int) -> int:
+        """Replace the log with a compact one holding `state_lines` (HTCondor's log rotation);
+        returns how many lines it holds."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
+        n = 0
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(f"{HEADER} {seq} CreationTimestamp {int(time.time())}\n")
             for line in state_lines:
-                f.write(line + "\n")
+                f.write(line)
+                f.write("\n")
+                n += 1
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
         _fsync_dir(self.path.parent)
         self.close()
         self._file = open(self.path, "a", encoding="utf-8")
+        return n
 
     @property
     def synced(self) -> int:
@@ -167,6 +222,16 @@ class TxLog:
         if self._file is None:
             self._file = open(self.path, "a", encoding="utf-8")
         self._pending.append(f"{BEGIN} \n" + "".join(line + "\n" for line in lines) + f"{END} \n")
+        self._appended += 1
+        return self._appended
+
+    def append_transaction(self, text: list[str]) -> int:
+        """Add one transaction already written out, in pieces, its BeginTransaction and
+        EndTransaction lines included (a large submit: JobQueue.submit_transaction);
+        returns its number."""
+        if self._file is None:
+            self._file = open(self.path, "a", encoding="utf-8")
+        self._pending.append(text)
         self._appended += 1
         return self._appended
 
@@ -187,7 +252,12 @@ class TxLog:
             upto = self._appended
             assert self._file is not None
             try:
-                self._file.write("".join(batch))
+                for text in batch:      # (not joined: a large submit's text is not copied again)
+                    if isinstance(text, list):
+                        for piece in text:
+                            self._file.write(piece)
+                    else:
+                        self._file.write(text)
                 self._file.flush()
                 await asyncio.to_thread(os.fsync, self._file.fileno())
             except Exception as e:

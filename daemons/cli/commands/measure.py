@@ -65,6 +65,9 @@ def register(sub) -> None:
     b.add_argument("--quick", action="store_true", help="short jobs and windows, for a test")
     b.add_argument("--seed", type=int, default=0, help="the workload's random seed")
     b.add_argument("--out", help="where CSV and PNG go (default results/scale)")
+    b = benches.add_parser("schedd", parents=[common],
+                           help="the schedd's job queue: submit, replay after a crash, queries, RSS per job")
+    b.add_argument("--jobs", type=int, default=100_000, help="jobs in one `queue N` (default 100,000)")
     for b in benches.choices.values():
         b.add_argument("--json", action="store_true", help="end with one JSON object")
         b.add_argument("--baseline", metavar="FILE",

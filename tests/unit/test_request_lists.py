@@ -1,0 +1,140 @@
+"""daemons/schedd/requests.py: request lists kept in step with the queue equal a full
+rebuild (scheduling.resource_requests over scheduling.idle_jobs), on random queues and
+random sequences of queue changes, reservations and grown significant lists."""
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from daemons.schedd import requests as request_lists
+from daemons.schedd import txlog
+from daemons.schedd.autocluster import Autoclusterer
+from daemons.schedd.jobqueue import JobQueue
+from daemons.schedd.requests import RequestLists
+from daemons.schedd.scheduling import idle_jobs, resource_requests
+from daemons.schedd.submit import SubmitContext, build_cluster, parse_submit
+
+USERS = ["alice", "bob", "carol"]
+MEMORY = [128, 256, 512]
+
+
+def summary(requests):
+    return [(r.request_id, r.autocluster, r.count, r.job.key, [j.key for j in r.jobs]) for r in requests]
+
+
+def submitters(q: JobQueue) -> set[str]:
+    return {j.submitter for j in q.jobs.values()} | set(q._idle_keys)
+
+
+def check(q: JobQueue, lists: RequestLists, ac: Autoclusterer) -> None:
+    for s in sorted(submitters(q)):
+        assert summary(lists.requests(s)) == summary(resource_requests(idle_jobs(q, s), ac.assign)), s
+
+
+def submit(q: JobQueue, user: int, count: int, memory: int, prio: int, group: bool) -> None:
+    text = (f"cmd = /bin/true\nrequest_memory = {MEMORY[memory]}\npriority = {prio}\n"
+            f"{'accounting_group = g' if group else ''}\nqueue {count}\n")
+    cluster = q.next_cluster
+    q.submit_transaction(build_cluster(parse_submit(text), SubmitContext(USERS[user], "ex.org", cluster, 1000)),
+                         cluster)
+
+
+OP = st.one_of(
+    st.tuples(st.just("submit"), st.integers(0, 2), st.integers(1, 6), st.integers(0, 2), st.integers(-2, 2),
+              st.booleans()),
+    st.tuples(st.just("status"), st.integers(0, 40), st.sampled_from([1, 1, 2, 4, 5])),
+    st.tuples(st.just("prio"), st.integers(0, 40), st.integers(-3, 3)),
+    st.tuples(st.just("memory"), st.integers(0, 40), st.integers(0, 2)),
+    st.tuples(st.just("owner"), st.integers(0, 40), st.integers(0, 2)),
+    st.tuples(st.just("destroy"), st.integers(0, 40)),
+    st.tuples(st.just("reserve"), st.integers(0, 40), st.booleans()),
+    st.tuples(st.just("cluster_memory"), st.integers(0, 40), st.integers(0, 2)),
+    st.tuples(st.just("significant"), st.sampled_from(["RequestMemory", "JobPrio", "Owner", "Foo"])),
+    st.tuples(st.just("negotiate"), st.integers(0, 2)),
+)
+
+
+def act(q: JobQueue, lists: RequestLists, ac: Autoclusterer, op: tuple) -> None:
+    kind = op[0]
+    if kind == "submit":
+        submit(q, *op[1:])
+        return
+    if kind == "significant":
+        ac.update_negotiator_attrs([op[1]])
+        return
+    if kind == "negotiate":
+        # One submitter asks mid-sequence: its list is patched now, the others later.
+        s = sorted(submitters(q))
+        if s:
+            lists.requests(s[op[1] % len(s)])
+        return
+    if not q.jobs:
+        return
+    jobs = sorted(q.jobs)
+    job = q.jobs[jobs[op[1] % len(jobs)]]
+    if kind == "status":
+        q.apply(JobQueue.set_lines(job, {"JobStatus": str(op[2])}))
+    elif kind == "prio":
+        q.apply(JobQueue.set_lines(job, {"JobPrio": str(op[2])}))
+    elif kind == "memory":
+        q.apply(JobQueue.set_lines(job, {"RequestMemory": str(MEMORY[op[2]])}))
+    elif kind == "owner":
+        q.apply(JobQueue.set_lines(job, {"Owner": f'"{USERS[op[2]]}"'}))
+    elif kind == "destroy":
+        q.apply([txlog.op_destroy(job.id)])
+    elif kind == "reserve":
+        job.reserved = op[2]
+    elif kind == "cluster_memory":
+        # A change to the cluster ad reaches every job of the cluster that has not its own value.
+        q.apply([txlog.op_set(f"{job.cluster}.-1", "RequestMemory", str(MEMORY[op[2]]))])
+
+
+@settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(OP, min_size=1, max_size=60), st.integers(1, 8))
+def test_incremental_lists_equal_a_rebuild(ops, every):
+    q = JobQueue("ex.org")
+    ac = Autoclusterer(canon=q.canonical)
+    ac.update_negotiator_attrs(["RequestMemory"])
+    lists = RequestLists(q, ac.assign, lambda: ac.generation)
+    submit(q, 0, 3, 0, 0, False)
+    check(q, lists, ac)
+    for i, op in enumerate(ops):
+        act(q, lists, ac, op)
+        if i % every == 0:
+            check(q, lists, ac)
+    check(q, lists, ac)
+
+
+def test_changes_are_patched_in_place_not_rebuilt(monkeypatch):
+    monkeypatch.setattr(request_lists, "MIN_REBUILD_CHANGES", 1000)
+    q = JobQueue("ex.org")
+    ac = Autoclusterer(canon=q.canonical)
+    ac.update_negotiator_attrs(["RequestMemory"])
+    lists = RequestLists(q, ac.assign, lambda: ac.generation)
+    for memory in (0, 1, 0):
+        submit(q, 0, 50, memory, 0, False)
+    check(q, lists, ac)
+    built = lists.rebuilds
+    first = q.jobs[(1, 10)]
+    q.apply(JobQueue.set_lines(first, {"RequestMemory": "512"}))     # splits the first run
+    q.jobs[(2, 0)].reserved = True
+    q.apply(JobQueue.set_lines(q.jobs[(3, 5)], {"JobStatus": "2"}))
+    check(q, lists, ac)
+    assert lists.rebuilds == built
+    assert lists.patched == 1     # 1.10 moved; 2.0 (reserved) and 3.5 (running) only left
+    (alice,) = submitters(q)
+    assert [r.count for r in lists.requests(alice)] == [10, 1, 39, 49, 49]
+
+
+def test_a_large_change_rebuilds(monkeypatch):
+    q = JobQueue("ex.org")
+    ac = Autoclusterer(canon=q.canonical)
+    lists = RequestLists(q, ac.assign, lambda: ac.generation)
+    monkeypatch.setattr(request_lists, "MIN_REBUILD_CHANGES", 10)
+    submit(q, 0, 5, 0, 0, False)
+    check(q, lists, ac)
+    built = lists.rebuilds
+    submit(q, 0, 50, 1, 0, False)     # more changes than the threshold: the lists are rebuilt
+    check(q, lists, ac)
+    assert lists.rebuilds == built + 1
+    ac.update_negotiator_attrs(["Owner"])   # every id changes: rebuilt too
+    check(q, lists, ac)
+    assert lists.rebuilds == built + 2
