@@ -131,6 +131,9 @@ def test_a_killed_process_another_parent_has_not_reaped_counts_as_gone():
     parent = subprocess.Popen(["sh", "-c", "sleep 60 & echo $!; exec sleep 60"], stdout=subprocess.PIPE, text=True)
     try:
         child = int(parent.stdout.readline())
+        # Kill the child only once sh has become sleep: sh itself might still reap it.
+        wait_until(lambda: open(f"/proc/{parent.pid}/comm").read().strip() == "sleep", timeout_s=10,
+                   what="sh to exec sleep")
         os.kill(child, signal.SIGKILL)
         wait_until(lambda: _process_state(child) == "Z", timeout_s=10, what="the child a zombie")
         assert _wait_gone([child], time.monotonic() + 30) == []
