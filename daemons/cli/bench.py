@@ -29,7 +29,8 @@ from typing import Any, Callable
 
 from daemons.cli import lagreport
 from daemons.cli.client import PoolClient, wait_for
-from daemons.cli.pool import LocalPool, PoolError, peak_rss_mb  # noqa: F401 (the benches' import)
+from daemons.cli.pool import LocalPool, PoolError  # noqa: F401 (the benches' import)
+from daemons.cli.procs import peak_rss_mb  # noqa: F401 (the benches' import)
 from daemons.cli.profiling import Profiler, ProfilerMissing
 from daemons.core import ads
 from daemons.core.config import ConfigError

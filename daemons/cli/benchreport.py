@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from daemons.cli.base import CliError
-from daemons.cli.pool import record_peaks
+from daemons.cli.procs import record_peaks
 
 EXIT_USAGE = 2
 ROW_KEYS = ("slots", "size", "mode", "name")   # what names one row of a list of rows

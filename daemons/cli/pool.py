@@ -30,11 +30,11 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
+from daemons.cli.procs import is_daemon_process, peak_listeners, peak_rss_mb, stop_in_order, wait_gone
 from daemons.core.common import SUBSYS
 from daemons.core.config import check_config_file
 
@@ -43,32 +43,6 @@ TOKENS_DIR = "tokens.d"
 TLS_DIR = "tls"
 # The environment a daemon needs to be started again exactly as before.
 _POOL_ENV = ("_CONDOR_", "HTCPOOL_", "PYTHON")
-# Where stopping pools leave their daemons' peak RSS (record_peaks): the benches report it.
-_peak_listeners: list[dict[str, float]] = []
-
-
-def peak_rss_mb(pid: int) -> float | None:
-    """VmHWM (peak resident set) of a live process, in MiB."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024.0
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-@contextmanager
-def record_peaks(into: dict[str, float]) -> Iterator[dict[str, float]]:
-    """While inside, every LocalPool that stops first records each daemon's peak RSS (MiB)
-    into `into`, as "<state dir name>/<daemon key>"."""
-    _peak_listeners.append(into)
-    try:
-        yield into
-    finally:
-        _peak_listeners.remove(into)
-
-
 class PoolError(RuntimeError):
     pass
 
@@ -99,20 +73,6 @@ class DaemonProc:
             return self.proc.poll() is None
         # A daemon of a pool we attached to (not our child): alive if its process is still ours.
         return self.pid > 0 and is_daemon_process(self.pid, self.role)
-
-
-def is_daemon_process(pid: int, role: str) -> bool:
-    """Whether `pid` is a live (not zombie) htcpool daemon of `role`: never signal a pid
-    the system has since given to another program."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                return False
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            argv = f.read().split(b"\0")
-    except (OSError, IndexError):
-        return False
-    return b"daemon" in argv and role.encode() in argv
 
 
 @dataclass(frozen=True)
@@ -447,9 +407,9 @@ class LocalPool:
                 d.proc.wait(timeout=10)
         else:
             os.kill(d.pid, sig)
-            if _wait_gone([d.pid], time.monotonic() + timeout_s):
+            if wait_gone([d.pid], time.monotonic() + timeout_s):
                 os.kill(d.pid, signal.SIGKILL)
-                _wait_gone([d.pid], time.monotonic() + 10)
+                wait_gone([d.pid], time.monotonic() + 10)
         d.state = "off"
         self._save_if_recorded()
 
@@ -515,11 +475,11 @@ class LocalPool:
     # ---- stopping ----------------------------------------------------------------------
     def stop(self, timeout_s: float = 15.0) -> None:
         """Stop every daemon, the collector last so the others can withdraw their ads."""
-        if _peak_listeners:
+        if peak_listeners:
             for k, d in self.daemons.items():
                 mb = peak_rss_mb(d.pid) if d.alive() else None
                 if mb is not None:
-                    for into in _peak_listeners:
+                    for into in peak_listeners:
                         key = f"{self.state_dir.name}/{k}"
                         into[key] = max(mb, into.get(key, 0.0))
         stop_in_order({k: d.pid for k, d in self.daemons.items() if d.alive()}, timeout_s)
@@ -539,61 +499,6 @@ def load_state(state_dir: str | Path) -> dict:
     if not path.exists():
         raise PoolError(f"no pool at {Path(state_dir).resolve()} (no {STATE_FILE}; start one with 'htcpool up')")
     return json.loads(path.read_text())
-
-
-def _wait_gone(pids: list[int], deadline: float) -> list[int]:
-    """Wait until the processes exit (reaping our own children); return those still alive.
-    A zombie whose parent is some other process than init (a test that started the pool, a
-    shell) has exited: that parent may not reap it for a long time. One whose parent is
-    init is reaped at once, and we wait for that."""
-    alive = list(pids)
-    while alive and time.monotonic() < deadline:
-        still = []
-        for pid in alive:
-            try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
-                if done == pid:
-                    continue
-            except ChildProcessError:
-                pass  # not our child: probe it instead
-            state = _state(pid)
-            if state is not None and not (state[0] == "Z" and state[1] != 1):
-                still.append(pid)
-        alive = still
-        if alive:
-            time.sleep(0.02)
-    return alive
-
-
-def _state(pid: int) -> tuple[str, int] | None:
-    """A process's state letter (Z: a zombie) and parent pid from /proc; None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return fields[0], int(fields[1])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def stop_in_order(pids: dict[str, int], timeout_s: float = 15.0) -> list[str]:
-    """SIGTERM every daemon but the collector, wait, then the collector; SIGKILL stragglers."""
-    stopped = []
-    for phase in ([k for k in pids if k != "collector"], [k for k in pids if k == "collector"]):
-        group = []
-        for key in phase:
-            try:
-                os.kill(pids[key], signal.SIGTERM)
-                os.kill(pids[key], signal.SIGCONT)   # a paused daemon must run to exit
-                group.append(pids[key])
-                stopped.append(key)
-            except ProcessLookupError:
-                continue
-        for pid in _wait_gone(group, time.monotonic() + timeout_s):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    return stopped
 
 
 def stop_detached(state_dir: str | Path, timeout_s: float = 15.0) -> list[str]:

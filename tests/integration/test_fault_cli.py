@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from daemons.cli.pool import is_daemon_process
+from daemons.cli.procs import is_daemon_process
 
 from .conftest import FAST, PSLOT, htcpool, wait_until
 
@@ -126,7 +126,7 @@ def test_a_killed_process_another_parent_has_not_reaped_counts_as_gone():
     import subprocess
     import time
 
-    from daemons.cli.pool import _wait_gone
+    from daemons.cli.procs import wait_gone as _wait_gone
     # sh starts a child and becomes `sleep` (exec), which never reaps it.
     parent = subprocess.Popen(["sh", "-c", "sleep 60 & echo $!; exec sleep 60"], stdout=subprocess.PIPE, text=True)
     try:
