@@ -180,10 +180,9 @@ def split_ad_text(text: str) -> list[tuple[str, str]] | None:
     simple form (a nested ad or a subscript, a quoted attribute name): the caller
     then asks the ClassAd library attribute by attribute.
     """
-    t = text.strip()
-    if len(t) < 2 or t[0] != "[" or t[-1] != "]":
+    inner = _ad_inner(text)
+    if inner is None:
         return None
-    inner = t[1:-1]
     if not inner.strip():
         return []
     if "\\" in inner or "[" in inner or "]" in inner or "'" in inner:
@@ -199,14 +198,19 @@ def split_ad_text(text: str) -> list[tuple[str, str]] | None:
     return items
 
 
+def _ad_inner(text: str) -> str | None:
+    """What lies between an ad text's brackets; None when it is not bracketed."""
+    t = text.strip()
+    return t[1:-1] if len(t) >= 2 and t[0] == "[" and t[-1] == "]" else None
+
+
 def split_ad_text_strictly(text: str) -> list[tuple[str, str]] | None:
     """Like split_ad_text, for text from outside: every character belongs to an item
     (split_ad_text's quick form may pass over junk between items), and an ad that ends
     in ';' is not taken. None when the text is not that plain form."""
-    t = text.strip()
-    if len(t) < 2 or t[0] != "[" or t[-1] != "]":
+    inner = _ad_inner(text)
+    if inner is None:
         return None
-    inner = t[1:-1]
     if not inner.strip():
         return []
     if inner.rstrip().endswith(";"):

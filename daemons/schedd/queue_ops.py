@@ -159,17 +159,14 @@ class QueueOpsMixin:
         watch = _Stopwatch()
         check = ads.work_budget(self.cfg.query_max_worktime_s, "SCHEDD_QUERY_MAX_WORKTIME", clock=watch)
         if history:
-            return self._history_chunks(tree, projection, limit, private, chunk, watch, check)
+            return _chunked(self._history_texts(tree, projection, private, check), limit, chunk, watch)
         # The jobs as they are when each chunk is made; one that has left the queue meanwhile is skipped.
         keys = sorted(self.queue.jobs)
-        return self._job_chunks(keys, tree, projection, limit, private, chunk, watch, check)
+        return _chunked(self._job_texts(keys, tree, projection, private, check), limit, chunk, watch)
 
-    def _job_chunks(self, keys, tree, projection, limit, private, chunk, watch, check) -> Iterator[list[str]]:
+    def _job_texts(self, keys, tree, projection, private, check) -> Iterator[str]:
         jobs = self.queue.jobs
         wanted = [a for a in projection if ads.is_attr_name(a)] if projection else None
-        sent = 0
-        out: list[str] = []
-        watch.start()
         for key in keys:
             j = jobs.get(key)
             if j is None:
@@ -184,20 +181,9 @@ class QueueOpsMixin:
                 if not ads.is_true(ads.evaluate(tree, scheduling.with_time(ad, self.clock.now()))):
                     continue
             if wanted is None:
-                out.append(j.ad_text(private, extra))
+                yield j.ad_text(private, extra)
             else:
-                out.append(ads.text_of_exprs(self._project(j, wanted, private, extra)))
-            sent += 1
-            if limit and sent >= limit:
-                break
-            if len(out) >= chunk:
-                watch.stop()
-                yield out
-                out = []
-                watch.start()
-        watch.stop()
-        if out:
-            yield out
+                yield ads.text_of_exprs(self._project(j, wanted, private, extra))
 
     def _project(self, job: Job, names: list[str], private: bool, extra: dict[str, str] | None) -> dict[str, str]:
         """The named attributes of what the job's whole ad would say (names ignore case; each
@@ -219,11 +205,8 @@ class QueueOpsMixin:
                 out[n] = v
         return out
 
-    def _history_chunks(self, tree, projection, limit, private, chunk, watch, check) -> Iterator[list[str]]:
-        sent = 0
-        out: list[str] = []
+    def _history_texts(self, tree, projection, private, check) -> Iterator[str]:
         now = self.clock.now()
-        watch.start()
         for line in self.history.lines():
             try:
                 ad = ads.parse_ad(line)
@@ -235,18 +218,7 @@ class QueueOpsMixin:
                 check()
                 if not ads.is_true(ads.evaluate(tree, scheduling.with_time(ad, now))):
                     continue
-            out.append(repr(ads.project(ad, projection)) if projection else repr(ad))
-            sent += 1
-            if limit and sent >= limit:
-                break
-            if len(out) >= chunk:
-                watch.stop()
-                yield out
-                out = []
-                watch.start()
-        watch.stop()
-        if out:
-            yield out
+            yield repr(ads.project(ad, projection)) if projection else repr(ad)
 
     def autocluster_ads(self, constraint: str = "") -> list[str]:
         """condor_q -autocluster: the autoclusters of the jobs in the queue."""
@@ -281,6 +253,27 @@ class QueueOpsMixin:
         return out
 
 
+
+
+def _chunked(texts: Iterator[str], limit: int, chunk: int, watch: "_Stopwatch") -> Iterator[list[str]]:
+    """`texts` in lists of `chunk`, at most `limit` (0: all); the stopwatch runs only while
+    texts are being made, not while the caller holds a chunk."""
+    sent = 0
+    out: list[str] = []
+    watch.start()
+    for text in texts:
+        out.append(text)
+        sent += 1
+        if limit and sent >= limit:
+            break
+        if len(out) >= chunk:
+            watch.stop()
+            yield out
+            out = []
+            watch.start()
+    watch.stop()
+    if out:
+        yield out
 
 
 class _Stopwatch:
