@@ -77,6 +77,8 @@ SLOT_TYPE_1_PARTITIONABLE = True
 NUM_SLOTS_TYPE_1 = 1
 NEGOTIATOR_INTERVAL = {negotiator_interval}
 NEGOTIATOR_CYCLE_DELAY = 0
+# Every cycle of the run is kept, to report how long cycles took in pool time.
+NEGOTIATOR_CYCLE_HISTORY = {cycle_history}
 UPDATE_INTERVAL = 300
 SCHEDD_INTERVAL = 300
 # Sites that drain gracefully let jobs run to their end.
@@ -189,7 +191,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
 def pool_config(s: Settings) -> str:
     d = s.defrag
     return POOL_CONFIG.format(
-        time_scale=s.time_scale, max_lag=s.max_lag_s, cpus=s.cpus, memory=s.cpus * 2048, negotiator_interval=s.negotiator_interval,
+        time_scale=s.time_scale, max_lag=s.max_lag_s,
+        cycle_history=int((s.warmup_hours + s.hours) * 3600 / s.negotiator_interval) + 100, cpus=s.cpus, memory=s.cpus * 2048, negotiator_interval=s.negotiator_interval,
         priority_config=priority_config(s.priority), machines=s.machines, defrag_interval=d["interval"],
         defrag_per_hour=d["per_hour"], defrag_max_concurrent=d["max_concurrent"], defrag_max_whole=d["max_whole"],
         mc_cpus=s.cpus, drainboss_interval=s.drainboss_interval, setpoint=s.setpoint, propband=s.propband,
@@ -278,6 +281,7 @@ async def run_controller(controller: str, s: Settings, state: Path, emit) -> dic
     samples: list[Sample] = []
     delivering: list[bool] = []
     lag_max = 0.0
+    cycles: dict[str, float] = {}
     wall0 = time.monotonic()
     try:
         pool.start(timeout_s=120)
@@ -318,6 +322,7 @@ async def run_controller(controller: str, s: Settings, state: Path, emit) -> dic
                     next_report += 12 * 3600
                 tick += 1
             stats = await _controller_stats(c, controller)
+            cycles = cycle_fidelity(await c.cycles(), t0 + s.warmup_hours * 3600, s.negotiator_interval)
             follower.cancel()
     finally:
         pool.stop()
@@ -329,9 +334,26 @@ async def run_controller(controller: str, s: Settings, state: Path, emit) -> dic
     return {"controller": controller, "t0": t0, "samples": samples, "delivering": delivering,
             "summary": summary, "steady": steady, "steady_from_h": steady_from_h, "droughts": droughts,
             "submitted": dict(feeder.submitted) if feeder else {},
-            "controller_stats": stats, "lag_max_s": lag_max, "wall_s": time.monotonic() - wall0,
+            "controller_stats": stats, "lag_max_s": lag_max, "cycles": cycles, "wall_s": time.monotonic() - wall0,
             # The lag policy may have slowed the pool (the clock followed it): the slowest scale.
             "time_scale_min": min(s.time_scale, clock.scale)}
+
+
+def cycle_fidelity(records: list[Any], after: float, interval_s: float) -> dict[str, float]:
+    """How long the measured window's negotiation cycles took in pool time, and how late they
+    started (after NEGOTIATOR_INTERVAL from the last start, or the last end if it ran longer).
+    In a real pool of this size a cycle takes seconds; here a cycle's wall time is multiplied
+    by the time scale, and a freed core waits for the next cycle, so long cycles show up
+    as idle cores (\"idle %\")."""
+    rs = [r for r in records if r.start >= after and not r.error]
+    lags = [max(0.0, b.start - max(a.start + interval_s, a.end)) for a, b in zip(rs, rs[1:])]
+    durations = [r.duration for r in rs]
+    return {"cycles": len(rs),
+            "cycle_pool_s_mean": round(sum(durations) / len(rs), 1) if rs else 0.0,
+            "cycle_pool_s_max": round(max(durations, default=0.0), 1),
+            "cycle_wall_s_mean": round(sum(r.wall_duration for r in rs) / len(rs), 3) if rs else 0.0,
+            "start_lag_s_max": round(max(lags, default=0.0), 1),
+            "overran": sum(1 for d in durations if d > interval_s)}
 
 
 async def _controller_stats(c: PoolClient, controller: str) -> dict[str, Any]:
@@ -410,6 +432,17 @@ def run(args: argparse.Namespace) -> int:
     if lags:
         emit(f"warning: sampling fell behind the pool clock by up to {max(lags.values()):.0f} pool s "
              f"({', '.join(lags)}); a lower --time-scale gives steadier figures")
+    for name, r in results.items():
+        cy = r["cycles"]
+        if cy:
+            emit(f"  [{name}] negotiation cycles: {cy['cycles']}, each {cy['cycle_pool_s_mean']:g} pool s on average "
+                 f"({cy['cycle_wall_s_mean']:g} s wall), longest {cy['cycle_pool_s_max']:g} of NEGOTIATOR_INTERVAL "
+                 f"{s.negotiator_interval}; latest start {cy['start_lag_s_max']:g} pool s late")
+    slow = [n for n, r in results.items()
+            if r["cycles"] and (r["cycles"]["overran"] or r["cycles"]["start_lag_s_max"] > 0.1 * s.negotiator_interval)]
+    if slow:
+        emit(f"warning: negotiation cycles overran NEGOTIATOR_INTERVAL or started late ({', '.join(slow)}): freed "
+             "cores waited longer than in a real pool; a lower --time-scale gives faithful idle figures")
     slowed = {n: r["time_scale_min"] for n, r in results.items() if r["time_scale_min"] < s.time_scale}
     if slowed:
         emit(f"the pool slowed itself (HTCPOOL_LAG_POLICY = slow, HTCPOOL_MAX_LAG = {s.max_lag_s:g} pool s): TIME_SCALE "
@@ -426,7 +459,7 @@ def run(args: argparse.Namespace) -> int:
                           "priority": s.priority, "idle_pct": round(r["summary"].idle_pct, 3),
                           "draining_mean": round(r["summary"].draining_mean, 2),
                           "samples": r["summary"].samples, "controller": r["controller_stats"],
-                          "wall_s": round(r["wall_s"], 1)}
+                          "wall_s": round(r["wall_s"], 1), "cycles": r["cycles"]}
                    for name, r in results.items()})
     return 0
 
