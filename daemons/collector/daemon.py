@@ -24,7 +24,6 @@ from daemons.pb.htcpool import collector_pb2_grpc
 
 LAG_DECIDE_S = 0.5            # wall seconds between two looks at the pool's lag
 LAG_REPORT_LIFETIME_S = 10.0  # wall seconds a daemon's reported lag counts without a newer one
-STARTUP_GRACE_S = 10.0        # wall seconds after the collector starts before the policy acts
 STOP_GRACE_S = 3.0            # wall seconds between the order to stop and the collector's own exit
 
 
@@ -137,7 +136,7 @@ class CollectorDaemon(Daemon):
 
     async def apply_lag_policy(self, now_wall: float) -> lagpolicy.Action:
         policy = self.common.lag_policy
-        if now_wall - self.lag_since < STARTUP_GRACE_S:
+        if now_wall - self.lag_since < policy.grace_s:
             return None  # a pool starting up is busy in ways that say nothing about its steady lag
         latest = self.clock.latest()   # a change announced and not yet in force counts
         action = lagpolicy.decide(policy, self.current_lags(now_wall), latest.scale, now_wall,

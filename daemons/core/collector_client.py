@@ -53,7 +53,10 @@ class CollectorClient:
         return pb_grpc.CollectorStub(self.channels.get(self.address))
 
     async def update(self, ad_texts: Sequence[str], *, invalidate_type: str = "",
-                     invalidate_names: Iterable[str] = (), give_up_after_s: float | None = 10.0) -> int:
+                     invalidate_names: Iterable[str] = (), give_up_after_s: float | None = 2.0) -> int:
+        """Advertise `ad_texts`. Transient failures are retried for `give_up_after_s` only: the
+        daemons' advertising has a backoff of its own (from 1 s to the update interval) that
+        then says, in one line, which collector it cannot reach and which knob named it."""
         updated = 0
         for ads_part, names_part in update_chunks(ad_texts, list(invalidate_names)):
             req = pb.UpdateAdsRequest(

@@ -201,4 +201,5 @@ def read_lag_policy(param: Param) -> LagPolicy:
     return LagPolicy(policy=policy,
                      max_lag_s=param.float("HTCPOOL_MAX_LAG", default.max_lag_s, positive=True) or default.max_lag_s,
                      min_time_scale=param.float("HTCPOOL_MIN_TIME_SCALE", default.min_time_scale,
-                                                positive=True) or default.min_time_scale)
+                                                positive=True) or default.min_time_scale,
+                     grace_s=param.float("HTCPOOL_LAG_GRACE", default.grace_s, minimum=0.0, maximum=3600.0))

@@ -420,9 +420,11 @@ class Daemon:
     async def withdraw(self) -> None:
         if self.collector is None:
             return
+        # Best effort, as HTCondor's daemons invalidate their ads once on the way out: a
+        # collector that is gone too does not hold up the shutdown (the ads expire anyway).
         for my_type, names in self.withdraw_keys():
             try:
-                await self.collector.invalidate(my_type, names, give_up_after_s=2.0)
+                await self.collector.invalidate(my_type, names, give_up_after_s=0.5)
             except Exception as e:
                 self.log.warning("could not withdraw %s ads from the collector: %s", my_type, describe(e))
 

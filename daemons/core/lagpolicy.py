@@ -34,6 +34,9 @@ class LagPolicy:
     policy: str = "slow"              # HTCPOOL_LAG_POLICY
     max_lag_s: float = 60.0           # HTCPOOL_MAX_LAG, pool seconds
     min_time_scale: float = 1.0       # HTCPOOL_MIN_TIME_SCALE
+    grace_s: float = 10.0             # HTCPOOL_LAG_GRACE: wall seconds after the collector starts
+                                      # before the policy acts (a pool starting up is busy in ways
+                                      # that say nothing about its steady lag)
 
 
 @dataclass(frozen=True)

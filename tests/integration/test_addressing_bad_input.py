@@ -15,8 +15,9 @@ from .conftest import start_daemon as daemon
 async def test_startd_waits_for_a_collector_that_is_not_there_yet(tmp_path):
     port = free_port()
     cfg = tmp_path / "pool.conf"
-    # A long update interval: the retries that follow come from the backoff, not the schedule.
-    cfg.write_text(FAST + "UPDATE_INTERVAL = 3000\nNUM_CPUS = 2\n")
+    # An update interval of 4 wall seconds: the first retries come from the backoff (1 s, 2 s),
+    # then the backoff stops at the interval, so the late collector is found within seconds.
+    cfg.write_text(FAST + "UPDATE_INTERVAL = 400\nNUM_CPUS = 2\n")
     # The pool's key exists before any daemon starts (the collector is not there to make it).
     secrets = PoolSecrets(tmp_path / "secrets")
     env = {"_CONDOR_COLLECTOR_HOST": f"127.0.0.1:{port}", "_CONDOR_POOL_EPOCH": repr(time.time()),

@@ -112,10 +112,11 @@ async def test_equal_users_share_the_pool_and_a_factor_changes_the_share(make_po
 
 async def test_priority_rises_with_use_and_decays_and_survives_a_restart(make_pool):
     pool = make_pool(CP + "NUM_CPUS = 4\nSLOT_TYPE_1 = 100%\nSLOT_TYPE_1_PARTITIONABLE = True\nNUM_SLOTS_TYPE_1 = 1\n"
-                     "PRIORITY_HALFLIFE = 600\n")
+                     "PRIORITY_HALFLIFE = 300\n")
     async with pool.client() as c:
         await wait_slots(c, 1)
-        await c.submit("executable = /bin/sleep\narguments = 1200\nqueue 4\n", "four.sub", "carol")
+        # Two half-lives of use take carol's priority from 0.5 to about 3.1 (toward 4).
+        await c.submit("executable = /bin/sleep\narguments = 600\nqueue 4\n", "four.sub", "carol")
         await wait_jobs(c, "JobStatus == 2", 4)
 
         async def real(name: str = "carol@testhost") -> float:

@@ -109,7 +109,8 @@ def test_slow_policy_slows_every_daemon_at_one_instant_and_jobs_keep_their_durat
 
 def test_stop_policy_stops_the_pool_saying_why(tmp_path):
     cfg = tmp_path / "pool.conf"
-    cfg.write_text(FAST + "HTCPOOL_LAG_POLICY = stop\nHTCPOOL_MAX_LAG = 0.0001\n")
+    # The policy acts 1 s after the collector starts (HTCPOOL_LAG_GRACE; 10 s by default).
+    cfg.write_text(FAST + "HTCPOOL_LAG_POLICY = stop\nHTCPOOL_MAX_LAG = 0.0001\nHTCPOOL_LAG_GRACE = 1\n")
     pool = LocalPool(tmp_path / "pool", cfg).start()
     try:
         deadline = time.monotonic() + 60

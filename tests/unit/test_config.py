@@ -133,3 +133,14 @@ def test_knob_expressions_are_parsed_whole():
     """classad2.ExprTree("1; Foo = 2") would quietly keep the 1."""
     with pytest.raises(ConfigError):
         p(X="1; Foo = 2").int("X")
+
+
+def test_the_lag_policy_knobs_and_the_start_up_grace():
+    from daemons.core.common import read_lag_policy
+    from daemons.core.lagpolicy import LagPolicy
+    assert read_lag_policy(Param.from_dict({})) == LagPolicy()
+    got = read_lag_policy(Param.from_dict({"HTCPOOL_LAG_POLICY": "Stop", "HTCPOOL_MAX_LAG": "5",
+                                           "HTCPOOL_LAG_GRACE": "0"}))
+    assert got == LagPolicy(policy="stop", max_lag_s=5.0, grace_s=0.0)
+    with pytest.raises(ConfigError, match="HTCPOOL_LAG_GRACE = -1 is below the minimum 0"):
+        read_lag_policy(Param.from_dict({"HTCPOOL_LAG_GRACE": "-1"}))
