@@ -39,6 +39,11 @@ INSTANCE_ATTR_NAMES = (
     "JobId", "GlobalJobId", "JobStart", "TotalJobRunTime", "TotalClaimRunTime", "RetirementTimeRemaining",
     "RemoteOwner", "RemoteUser", "RemoteScheddName", "ClientMachine", "AccountingGroup", "ConcurrencyLimits",
     "PreemptingUser", "PreemptingRank", "PreemptingAccountingGroup",
+    # Draining: the startd works these out afresh for every ad it sends (a machine that runs
+    # nothing expects to finish draining "now"), so they differ between machines and updates.
+    "ExpectedMachineGracefulDrainingCompletion", "ExpectedMachineGracefulDrainingBadput",
+    "ExpectedMachineQuickDrainingCompletion", "ExpectedMachineQuickDrainingBadput",
+    "LastDrainStartTime", "LastDrainCompletionTime", "DrainingRequestId",
 )
 INSTANCE_ATTRS = frozenset(a.lower() for a in INSTANCE_ATTR_NAMES)
 # `CurrentTime` is the negotiator's own (it sets it before evaluating): never part of a key.

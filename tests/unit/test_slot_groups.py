@@ -167,3 +167,21 @@ def test_requests_alike_in_their_significant_attributes_share_results_and_agree_
                     assert (a.slot_name if isinstance(a, Match) else a) == (
                         b.slot_name if isinstance(b, Match) else b), (seed, policy)
             assert shared.evaluations <= plain.evaluations
+
+
+def test_slots_that_differ_only_in_their_expected_draining_times_are_one_group_unless_asked_for():
+    """The startd restamps ExpectedMachine*Draining* at every update: like a timestamp they do
+    not split slots into groups, until a request looks at them."""
+    slots = []
+    for i in range(12):
+        s = slot(f"h{i:02d}", 1, 4, 8192)
+        s["ExpectedMachineGracefulDrainingCompletion"] = 1_000_000 + (i * 7919) % 12 * 600
+        s["ExpectedMachineGracefulDrainingBadput"] = (i * 31) % 5
+        slots.append(s)
+    mm = Matchmaker.from_ads([classad2.ClassAd(repr(s)) for s in slots], MatchPolicy(), 1000.0)
+    assert len(mm.groups) == 1
+    for rank in ("-TARGET.ExpectedMachineGracefulDrainingCompletion", "TARGET.ExpectedMachineGracefulDrainingBadput"):
+        mm = Matchmaker.from_ads([classad2.ClassAd(repr(s)) for s in slots], MatchPolicy(), 1000.0)
+        req = request(1, 1024, rank=rank)
+        got = mm.match(classad2.ClassAd(repr(req)))
+        assert isinstance(got, Match) and got.slot_name == brute_force(slots, MatchPolicy(), req), rank
