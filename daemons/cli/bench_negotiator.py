@@ -47,6 +47,7 @@ from typing import Any, Callable
 from daemons.cli.bench import BenchFailed, KEEP_ENV, cpu_seconds, log_problems, peak_rss_mb, status_page
 from daemons.cli.client import PoolClient, wait_for
 from daemons.cli.pool import LocalPool, PoolError, StartdSpec
+from daemons.cli.profiling import Profiler
 from daemons.core import ads
 from daemons.core.config import ConfigError
 
@@ -221,6 +222,10 @@ async def _run_size(slots: int, args: argparse.Namespace, state: Path, emit: Cal
             url = neg.info.get("status_url", "")
             await wait_for(lambda: _negotiator_idle(url), timeout_s=120, what="the negotiator to finish its cycle")
             pids = {k: d.pid for k, d in {**core.daemons, **startds.daemons}.items()}
+            profiler = None
+            if getattr(args, "profile", None):
+                profiler = Profiler(Path(args.profile) / str(real_slots), pids)
+                await asyncio.to_thread(profiler.start)
             cpu0 = {k: cpu_seconds(p) for k, p in pids.items()}
             wall0 = time.monotonic()
             cycle = await c.reschedule()
@@ -234,6 +239,9 @@ async def _run_size(slots: int, args: argparse.Namespace, state: Path, emit: Cal
                                  what=f"negotiation cycle {cycle}")
             waited = time.monotonic() - wall0
             cpu1 = {k: cpu_seconds(p) for k, p in pids.items()}
+            if profiler is not None:
+                emit(f"    profiles of the cycle (py-spy, {profiler.out_dir}):")
+                await asyncio.to_thread(profiler.report, lambda line: emit("      " + line))
             if rec.slots < real_slots:
                 raise BenchFailed(f"cycle {rec.cycle} saw {rec.slots} slot ads, not {real_slots}")
             out.update({

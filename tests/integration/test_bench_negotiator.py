@@ -6,9 +6,10 @@ import json
 from .conftest import htcpool
 
 
-def test_bench_negotiator_tiny():
+def test_bench_negotiator_tiny(tmp_path):
+    prof = tmp_path / "prof"
     r = htcpool("bench", "negotiator", "--sizes", "50", "--jobs", "500", "--submitters", "20",
-                "--autoclusters", "40", "--json", timeout=180)
+                "--autoclusters", "40", "--profile", str(prof), "--json", timeout=180)
     assert r.returncode == 0, r.stderr + r.stdout
     result = json.loads(r.stdout.strip().splitlines()[-1])
     assert (result["jobs"], result["submitters"], result["autoclusters"]) == (500, 20, 40)
@@ -27,6 +28,9 @@ def test_bench_negotiator_tiny():
     assert row["collector_bytes_per_slot_ad"] > 0 and row["schedd_bytes_per_idle_job"] > 0
     assert row["startd_bytes_per_slot"] > 0
     assert "B per slot ad" in r.stdout and result["bench"] == "negotiator"
+    # --profile: py-spy sampled every daemon through the measured cycle.
+    assert "profiles of the cycle" in r.stdout
+    assert {p.name for p in (prof / "56").glob("*.top.txt")} >= {"negotiator.top.txt", "schedd.top.txt"}
 
 
 def test_bench_negotiator_refuses_bad_sizes():

@@ -31,6 +31,9 @@ def register(sub) -> None:
     b.add_argument("--jobs", type=int, default=100_000, help="idle jobs (default 100,000)")
     b.add_argument("--submitters", type=int, default=100, help="submitters (default 100)")
     b.add_argument("--autoclusters", type=int, default=500, help="job kinds, one autocluster each (default 500)")
+    b.add_argument("--profile", metavar="DIR",
+                   help="sample every daemon with py-spy during the measured cycle; collapsed stacks and top "
+                        "functions into DIR/<slots>")
     b = benches.add_parser("security", parents=[common],
                            help="the cost of authentication per RPC: without a token, with one, with TLS")
     b.add_argument("--calls", type=int, default=2000, help="RPCs per measurement (default 2,000)")
