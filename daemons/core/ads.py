@@ -167,7 +167,10 @@ def exprs_of(ad: classad2.ClassAd) -> dict[str, str]:
 
 # One top-level attribute of a one-line ad text: a name, "=", then a value made of
 # string literals and any characters but ';', '"' and the brackets of a nested ad.
-_ITEM = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*((?:"(?:[^"\\]|\\.)*"|[^;"\[\]])*)(;|$)')
+# Possessive (Python 3.11): a value is runs of plain characters and whole string literals,
+# which cannot overlap, so giving nothing back loses no match and spares the regex engine a
+# step per character (this split is most of the collector's work on an update).
+_ITEM = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*((?:"(?:[^"\\]++|\\.)*+"|[^;"\[\]]++)*+)(;|$)')
 _SIMPLE_ITEM = re.compile(r"\s*([A-Za-z_]\w*)\s*=\s*([^;]*)")
 # Values that are literals whatever the ad: they refer to nothing.
 LITERAL_TEXT = re.compile(r'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d*)?(?:[eE][+-]?\d+)?|(?i:true|false|undefined|error)')
