@@ -350,6 +350,18 @@ class StartdDaemon(ReportsMixin, Daemon):
         if self._flush_task is None or self._flush_task.done():
             self._flush_task = self.spawn(self._flush_dirty(), "startd:flush")
 
+    def _machine_ad_texts(self, machines, now: float, deleted: list[str]):
+        """The ad texts of `machines`, built one machine at a time as the update takes them:
+        a full advertisement of tens of thousands of slots never has more than a chunk of
+        texts (and one machine's ad dicts) alive. Each machine stops being dirty, and gives
+        up its deleted slots' names into `deleted`, at the instant its ads are built."""
+        for m in machines:
+            m.dirty = False
+            deleted.extend(m.deleted)
+            m.deleted = []
+            for a in m.all_ads(now):
+                yield ads.ad_text(a)
+
     async def _flush_dirty(self) -> None:
         assert self.model is not None
         await asyncio.sleep(UPDATE_COALESCE_WALL_S)
@@ -357,17 +369,11 @@ class StartdDaemon(ReportsMixin, Daemon):
             dirty = [m for m in self.model.machines.values() if m.dirty]
             if not dirty:
                 return
-            now = self.clock.now()
-            texts: list[str] = []
             deleted: list[str] = []
-            for m in dirty:
-                m.dirty = False
-                texts.extend(ads.ad_text(a) for a in m.all_ads(now))
-                deleted.extend(m.deleted)
-                m.deleted = []
             try:
                 assert self.collector is not None
-                await self.collector.update(texts, invalidate_type="Machine", invalidate_names=deleted,
+                await self.collector.update(self._machine_ad_texts(dirty, self.clock.now(), deleted),
+                                            invalidate_type="Machine", invalidate_names=deleted,
                                             give_up_after_s=2.0)
             except Exception as e:
                 self.log.warning("collector update failed (%s); will resend", describe(e))
@@ -376,13 +382,16 @@ class StartdDaemon(ReportsMixin, Daemon):
                 dirty[0].deleted.extend(deleted)
                 await asyncio.sleep(1.0)
 
-    def own_ads(self) -> list[dict[str, Any]]:
-        assert self.model is not None
-        now = self.clock.now()
+    def _daemon_ad(self) -> dict[str, Any]:
         daemon_ad = self.base_ad()
         daemon_ad.update({"EmulatedMachines": len(self.hosts), "JobsStarted": self.jobs_started,
                           "JobsFinished": self.jobs_finished})
-        out = [daemon_ad]
+        return daemon_ad
+
+    def own_ads(self) -> list[dict[str, Any]]:
+        assert self.model is not None
+        now = self.clock.now()
+        out = [self._daemon_ad()]
         for m in self.model.machines.values():
             m.dirty = False
             out.extend(m.all_ads(now))
@@ -390,11 +399,13 @@ class StartdDaemon(ReportsMixin, Daemon):
 
     async def advertise(self) -> None:
         assert self.model is not None and self.collector is not None
-        deleted = [n for m in self.model.machines.values() for n in m.deleted]
-        for m in self.model.machines.values():
-            m.deleted = []
-        texts = [ads.ad_text(a) for a in self.own_ads()]
-        await self.collector.update(texts, invalidate_type="Machine", invalidate_names=deleted)
+        deleted: list[str] = []
+
+        def texts():
+            yield ads.ad_text(self._daemon_ad())
+            yield from self._machine_ad_texts(list(self.model.machines.values()), self.clock.now(), deleted)
+
+        await self.collector.update(texts(), invalidate_type="Machine", invalidate_names=deleted)
 
     def withdraw_keys(self) -> list[tuple[str, list[str]]]:
         names = []
