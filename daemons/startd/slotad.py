@@ -131,11 +131,8 @@ def slot_ad(machine: "Machine", s: "Slot", now: float, *, for_eval: bool = False
             a["TotalJobRunTime"] = int(max(0.0, now - c.job_start))
             if not for_eval:
                 a["RetirementTimeRemaining"] = int(max(0.0, policy.retirement_deadline(machine, s, now) - now))
-            if c.job_ad is not None:
-                for attr in ("AccountingGroup", "ConcurrencyLimits"):
-                    v = ads.get(c.job_ad, attr)
-                    if isinstance(v, str):
-                        a[attr] = v
+            for attr, v in c.job_advertised:
+                a[attr] = v
     pre = s.pre
     if pre is not None:
         a["PreemptingUser"] = pre.submitter

@@ -56,7 +56,11 @@ class SlotKind(Enum):
     DYNAMIC = "Dynamic"
 
 
-@dataclass
+# A running job's attributes its slot's ad repeats (Resource.cpp publishes them from the job).
+JOB_ATTRS_ADVERTISED = ("AccountingGroup", "ConcurrencyLimits")
+
+
+@dataclass(slots=True)
 class Claim:
     id: str
     schedd_name: str
@@ -65,15 +69,43 @@ class Claim:
     created: float
     last_alive: float
     job_id: str = ""
-    job_ad: classad2.ClassAd | None = None
     job_start: float = 0.0
     job_end: float = 0.0
     evict_at: float = 0.0       # a drain's eviction time for the job, if it will not finish first
     rank: float = 0.0           # the slot's RANK for the claim's job: CurrentRank (PreemptingRank while waiting)
     job_ad_at_claim: classad2.ClassAd | None = None   # a preempting claim's request, until it takes the slot
+    # The running job's ad is kept as its compact text, parsed again only when a policy
+    # expression needs it as TARGET: a parsed classad2 ad costs about five times its text,
+    # for every busy slot. What every slot ad needs from it is taken out once.
+    job_text: str = ""
+    job_advertised: tuple[tuple[str, str], ...] = ()   # JOB_ATTRS_ADVERTISED the job sets to a string
+    job_has_mjrt: bool = False                         # the job sets its own MaxJobRetirementTime
+
+    @property
+    def job_ad(self) -> classad2.ClassAd | None:
+        """The running job's ad (a fresh parse of its text: changes to it are not kept)."""
+        return classad2.ClassAd(self.job_text) if self.job_text else None
+
+    @job_ad.setter
+    def job_ad(self, ad: classad2.ClassAd | None) -> None:
+        if ad is None:
+            self.job_text, self.job_advertised, self.job_has_mjrt = "", (), False
+            return
+        self.job_text = repr(ad)   # one line, and classad2 parses it back to an equal ad
+        self.job_advertised = tuple((attr, v) for attr in JOB_ATTRS_ADVERTISED
+                                    if isinstance(v := ads.get(ad, attr), str))
+        self.job_has_mjrt = "MaxJobRetirementTime" in ad
+
+    def parsed_job(self) -> classad2.ClassAd | None:
+        """job_ad, for an evaluation that may not need it (policy.evaluate calls it only then)."""
+        return self.job_ad
 
 
-@dataclass
+# Static and dynamic slots have no children; one empty set, never added to, serves them all.
+NO_CHILDREN: frozenset[int] = frozenset()
+
+
+@dataclass(slots=True)
 class Slot:
     slot_id: int
     sub_id: int            # 0 unless dynamic
@@ -87,7 +119,7 @@ class Slot:
     entered_activity: float
     capability: str = ""   # the claim id a match carries (unclaimed slot; a claimed slot's preempting claim)
     claim: Claim | None = None
-    children: set[int] = field(default_factory=set)
+    children: set[int] | frozenset[int] = NO_CHILDREN   # a p-slot's dynamic slots (sub ids): its own set
     pre: Claim | None = None          # a preempting claim waiting for the current one to end (HTCondor's r_pre)
     retire_until: float = 0.0         # the current claim retires until then, then is vacated
     vacate_until: float = 0.0         # a vacate ends (the job is evicted) then
@@ -223,7 +255,8 @@ class Machine:
             for _ in range(t.count):
                 slot_id += 1
                 kind = SlotKind.PARTITIONABLE if t.partitionable else SlotKind.STATIC
-                s = Slot(slot_id, 0, kind, t, t.size, t.size, UNCLAIMED, IDLE, now, now, capability=ids.next())
+                s = Slot(slot_id, 0, kind, t, t.size, t.size, UNCLAIMED, IDLE, now, now, capability=ids.next(),
+                         children=set() if t.partitionable else NO_CHILDREN)
                 self.slots[s.short_name] = s
                 self.registry[s.capability] = (self, s.short_name)
         self.refresh_owner(now)
