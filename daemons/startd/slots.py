@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import re
 import secrets
+import sys
+import zlib
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable
@@ -74,24 +76,25 @@ class Claim:
     evict_at: float = 0.0       # a drain's eviction time for the job, if it will not finish first
     rank: float = 0.0           # the slot's RANK for the claim's job: CurrentRank (PreemptingRank while waiting)
     job_ad_at_claim: classad2.ClassAd | None = None   # a preempting claim's request, until it takes the slot
-    # The running job's ad is kept as its compact text, parsed again only when a policy
-    # expression needs it as TARGET: a parsed classad2 ad costs about five times its text,
-    # for every busy slot. What every slot ad needs from it is taken out once.
-    job_text: str = ""
+    # The running job's ad is kept as its one-line text, compressed, and parsed again only
+    # when a policy expression needs it as TARGET: a parsed classad2 ad costs about ten
+    # times as much, for every busy slot. What every slot ad needs from it is taken out once.
+    job_packed: bytes = b""
     job_advertised: tuple[tuple[str, str], ...] = ()   # JOB_ATTRS_ADVERTISED the job sets to a string
     job_has_mjrt: bool = False                         # the job sets its own MaxJobRetirementTime
 
     @property
     def job_ad(self) -> classad2.ClassAd | None:
-        """The running job's ad (a fresh parse of its text: changes to it are not kept)."""
-        return classad2.ClassAd(self.job_text) if self.job_text else None
+        """The running job's ad (a fresh parse: changes to it are not kept)."""
+        return classad2.ClassAd(zlib.decompress(self.job_packed).decode()) if self.job_packed else None
 
     @job_ad.setter
     def job_ad(self, ad: classad2.ClassAd | None) -> None:
         if ad is None:
-            self.job_text, self.job_advertised, self.job_has_mjrt = "", (), False
+            self.job_packed, self.job_advertised, self.job_has_mjrt = b"", (), False
             return
-        self.job_text = repr(ad)   # one line, and classad2 parses it back to an equal ad
+        # repr: one line, which classad2 parses back to an equal ad.
+        self.job_packed = zlib.compress(repr(ad).encode())
         self.job_advertised = tuple((attr, v) for attr in JOB_ATTRS_ADVERTISED
                                     if isinstance(v := ads.get(ad, attr), str))
         self.job_has_mjrt = "MaxJobRetirementTime" in ad
@@ -131,7 +134,10 @@ class Slot:
 
     @property
     def short_name(self) -> str:
-        return f"slot{self.slot_id}_{self.sub_id}" if self.kind is SlotKind.DYNAMIC else f"slot{self.slot_id}"
+        # Interned: the indexes that hold it (a machine's slots, the claim id registry) share
+        # one string per name, and every machine's slotN is the same name.
+        return sys.intern(f"slot{self.slot_id}_{self.sub_id}" if self.kind is SlotKind.DYNAMIC
+                          else f"slot{self.slot_id}")
 
     def set_state(self, state: str, activity: str, now: float) -> None:
         state_changed = state != self.state
