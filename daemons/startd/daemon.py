@@ -8,7 +8,7 @@ restarting still hears that its job finished.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 import classad2
 import grpc
@@ -24,7 +24,7 @@ from daemons.startd import policy, preemption
 from daemons.startd.drain import DrainError, cancel_drain, check_drained, idle_claims, start_drain
 from daemons.startd.reports import ReportsMixin
 from daemons.startd.service import StartdService
-from daemons.startd.slots import CLAIMED, ClaimOutcome, Startd
+from daemons.startd.slots import CLAIMED, ClaimOutcome, Machine, Startd
 
 # A burst of claims and job ends becomes one collector update.
 UPDATE_COALESCE_WALL_S = 0.02
@@ -37,6 +37,20 @@ def host_names(base: str, machines: int, prefix: str | None = None) -> list[str]
     p = prefix if prefix is not None else f"{base}-"
     width = max(3, len(str(machines)))
     return [f"{p}{i:0{width}d}" for i in range(1, machines + 1)]
+
+
+def machine_ad_texts(machines: Iterable[Machine], now: float, deleted: list[str]) -> Iterator[str]:
+    """The slot ad texts of `machines`, built one machine at a time as a collector update
+    takes them: a full advertisement of tens of thousands of slots never has more than a
+    chunk of texts (and one machine's ad dicts) alive. Each machine stops being dirty, and
+    gives its deleted slots' names up into `deleted`, at the instant its ads are built, so
+    an invalidation never follows the ad of a slot that came back under the same name."""
+    for m in machines:
+        m.dirty = False
+        deleted.extend(m.deleted)
+        m.deleted = []
+        for a in m.all_ads(now):
+            yield ads.ad_text(a)
 
 
 class StartdDaemon(ReportsMixin, Daemon):
@@ -350,18 +364,6 @@ class StartdDaemon(ReportsMixin, Daemon):
         if self._flush_task is None or self._flush_task.done():
             self._flush_task = self.spawn(self._flush_dirty(), "startd:flush")
 
-    def _machine_ad_texts(self, machines, now: float, deleted: list[str]):
-        """The ad texts of `machines`, built one machine at a time as the update takes them:
-        a full advertisement of tens of thousands of slots never has more than a chunk of
-        texts (and one machine's ad dicts) alive. Each machine stops being dirty, and gives
-        up its deleted slots' names into `deleted`, at the instant its ads are built."""
-        for m in machines:
-            m.dirty = False
-            deleted.extend(m.deleted)
-            m.deleted = []
-            for a in m.all_ads(now):
-                yield ads.ad_text(a)
-
     async def _flush_dirty(self) -> None:
         assert self.model is not None
         await asyncio.sleep(UPDATE_COALESCE_WALL_S)
@@ -372,7 +374,7 @@ class StartdDaemon(ReportsMixin, Daemon):
             deleted: list[str] = []
             try:
                 assert self.collector is not None
-                await self.collector.update(self._machine_ad_texts(dirty, self.clock.now(), deleted),
+                await self.collector.update(machine_ad_texts(dirty, self.clock.now(), deleted),
                                             invalidate_type="Machine", invalidate_names=deleted,
                                             give_up_after_s=2.0)
             except Exception as e:
@@ -399,13 +401,20 @@ class StartdDaemon(ReportsMixin, Daemon):
 
     async def advertise(self) -> None:
         assert self.model is not None and self.collector is not None
+        machines = list(self.model.machines.values())
         deleted: list[str] = []
 
-        def texts():
+        def texts() -> Iterator[str]:
             yield ads.ad_text(self._daemon_ad())
-            yield from self._machine_ad_texts(list(self.model.machines.values()), self.clock.now(), deleted)
+            yield from machine_ad_texts(machines, self.clock.now(), deleted)
 
-        await self.collector.update(texts(), invalidate_type="Machine", invalidate_names=deleted)
+        try:
+            await self.collector.update(texts(), invalidate_type="Machine", invalidate_names=deleted)
+        except BaseException:
+            # The names of deleted slots go back, for the next update to invalidate.
+            if machines:
+                machines[0].deleted.extend(deleted)
+            raise
 
     def withdraw_keys(self) -> list[tuple[str, list[str]]]:
         names = []
