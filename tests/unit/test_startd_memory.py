@@ -1,14 +1,18 @@
 """The startd's compact storage keeps its behaviour: printed slot ads are those of the builder
 before it (a running job's ad as compressed text, __slots__, interned slot names, streamed
-advertisements), what slots share they share, and a full advertisement is built lazily."""
+advertisements), what slots share they share, a full advertisement is built lazily, and
+running jobs' ends wait behind one timer (TimerQueue)."""
+import asyncio
 import json
 import os
+import time
 from pathlib import Path
 
 import classad2
 import pytest
 
 from daemons.core import ads
+from daemons.core.clock import PoolClock, TimerQueue
 from daemons.core.collector_client import UPDATE_CHUNK_ADS, iter_update_chunks, update_chunks
 from daemons.startd import policy
 from daemons.startd.config import Resources, SlotPolicy, SlotTypeSpec, StartdConfig
@@ -158,3 +162,47 @@ def test_update_chunks_take_ads_one_chunk_at_a_time_and_names_after_the_last():
     assert [len(a) for a, _ in rest] == [UPDATE_CHUNK_ADS, 1] and rest[-1][1] == ["gone"]
     all_texts = [f"[ N = {i} ]" for i in range(UPDATE_CHUNK_ADS * 2 + 1)]
     assert [(ads_part, names_part), *rest] == update_chunks(all_texts, ["gone"])
+
+
+def test_timer_queue_runs_due_keys_in_time_order_once_behind_one_timer():
+    async def main():
+        clock = PoolClock(scale=1e6, epoch=0.0)   # a pool second is a microsecond
+        fired = []
+
+        def fire(key):
+            fired.append(key)
+            if key == "boom":
+                raise RuntimeError("a failing callback does not stop the others")
+
+        q = TimerQueue(clock, fire)
+        t0 = clock.now()
+        for key, dt in (("c", 3000), ("a", 1000), ("b", 2000), ("x", 1500), ("boom", 2500), ("later", 1e9)):
+            q.set(key, t0 + dt)
+        assert q.cancel("x") is True and q.cancel("x") is False
+        q.set("b", t0 + 500)                      # set again, earlier: runs once, then
+        deadline = time.monotonic() + 10
+        while len(q) > 1 and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        armed = q._timer is not None and q._timer.pool_time == t0 + 1e9
+        q.close()
+        return fired, len(q), armed
+
+    fired, left, armed = asyncio.run(main())
+    assert fired == ["b", "a", "boom", "c"]
+    assert (left, armed) == (0, True)
+
+
+def test_timer_queue_keeps_its_heap_the_size_of_what_waits():
+    async def main():
+        q = TimerQueue(PoolClock(scale=1.0, epoch=0.0), lambda key: None)
+        now = q.clock.now()
+        for i in range(1000):
+            q.set(f"k{i}", now + 3600 + i)
+        for i in range(990):
+            q.cancel(f"k{i}")
+        sizes = (len(q), len(q._heap))
+        q.close()
+        return sizes
+
+    n, heap = asyncio.run(main())
+    assert n == 10 and heap <= 2 * n + 64
