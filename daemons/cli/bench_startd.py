@@ -9,7 +9,7 @@ slots; `--class` picks std, bigmem or dept), and then, reading its own /proc/sel
    chunk into the collector's UpdateAds requests (serialized, not sent);
 3. claims every slot and starts a job on it, the job ad the bench negotiator's submit
    description gives (through the schedd's submit builder), parsed from its text as
-   the startd's RPC service parses it;
+   the startd's RPC service parses it, its end waiting in a TimerQueue as the daemon's;
 4. sends every busy slot's ad again (a collector update after the claims).
 
 It reports the RSS after imports (the interpreter and its libraries, the same for any
@@ -21,6 +21,7 @@ processes (there, 10,000 slots in each), with issue 14's goal of 2 KB.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import json
 import os
@@ -60,6 +61,7 @@ def measure(slots: int, cls: str) -> dict[str, Any]:
     from daemons.cli import bench_negotiator as bn
     from daemons.core import ads
     from daemons.core import config as configmod
+    from daemons.core.clock import PoolClock, TimerQueue
     from daemons.core.collector_client import iter_update_chunks
     from daemons.pb.htcpool import collector_pb2, common_pb2
     from daemons.startd import service  # noqa: F401  (what a startd process imports)
@@ -97,7 +99,8 @@ def measure(slots: int, cls: str) -> dict[str, Any]:
         return sent
 
     t = time.perf_counter()
-    now = 1_000_000.0
+    clock = PoolClock()   # TIME_SCALE 1: the jobs (a day long) are still running at the end
+    now = clock.now()
     model = Startd(host_names("benchhost", machines), cfg, "127.0.0.1:9618", now)
     out["model_bytes_per_slot"] = grown(base_kb)
     out["model_s"] = round(time.perf_counter() - t, 3)
@@ -107,20 +110,29 @@ def measure(slots: int, cls: str) -> dict[str, Any]:
     out["advertise_bytes_per_slot"] = round(sent / slots)
     before_kb = _status_kb("VmRSS")
     t = time.perf_counter()
-    for m in model.machines.values():
-        for s in list(m.slots.values()):
-            claimed = m.request_claim(s, ads.parse_ad(job_text, "job ad"), "schedd@benchhost", "127.0.0.1:1",
-                                      "u001@benchhost", now)
-            if not claimed.ok:
-                raise RuntimeError(f"claim refused: {claimed.reason}")
-            ok, why, _ = m.activate(s, ads.parse_ad(job_text, "job ad"), now)
-            if not ok:
-                raise RuntimeError(f"activation refused: {why}")
+
+    async def claim_all() -> TimerQueue:
+        # As the daemon does: each running job's end waits in one TimerQueue.
+        job_ends = TimerQueue(clock, lambda claim_id: None)
+        for m in model.machines.values():
+            for s in list(m.slots.values()):
+                claimed = m.request_claim(s, ads.parse_ad(job_text, "job ad"), "schedd@benchhost", "127.0.0.1:1",
+                                          "u001@benchhost", now)
+                if not claimed.ok:
+                    raise RuntimeError(f"claim refused: {claimed.reason}")
+                ok, why, end = m.activate(s, ads.parse_ad(job_text, "job ad"), now)
+                if not ok:
+                    raise RuntimeError(f"activation refused: {why}")
+                job_ends.set(claimed.claim_id, end)
+        return job_ends
+
+    job_ends = asyncio.run(claim_all())
     out["claim_and_activate_s"] = round(time.perf_counter() - t, 3)
     out["busy_bytes_per_slot"] = grown(before_kb)
     t = time.perf_counter()
     update(model, now + 60)
     out["update_busy_s"] = round(time.perf_counter() - t, 3)
+    out["jobs_running"] = len(job_ends)
     peak_kb = _status_kb("VmHWM")
     out["peak_rss_mb"] = {f"startd ({slots:,} slots)": round(peak_kb / 1024, 1)}
     out["peak_above_baseline_bytes_per_slot"] = round((peak_kb - base_kb) * 1024 / slots)
