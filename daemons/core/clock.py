@@ -241,7 +241,7 @@ class TimerQueue:
         self.clock, self.callback = clock, callback
         self.log = log or logging.getLogger("htcpool.clock")
         self._heap: list[tuple[float, int, str]] = []
-        self._due: dict[str, tuple[float, int]] = {}
+        self._due: dict[str, int] = {}    # key -> the number of its `set`: older heap tuples are stale
         self._seq = 0
         self._timer: PoolTimer | None = None
 
@@ -253,7 +253,7 @@ class TimerQueue:
 
     def set(self, key: str, pool_time: float) -> None:
         self._seq += 1
-        self._due[key] = (pool_time, self._seq)
+        self._due[key] = self._seq
         heapq.heappush(self._heap, (pool_time, self._seq, key))
         if self._timer is None or pool_time < self._timer.pool_time:
             self._rearm()
@@ -263,7 +263,7 @@ class TimerQueue:
         gone = self._due.pop(key, None) is not None
         if len(self._heap) > 2 * len(self._due) + 64:
             # Mostly cancelled entries: keep the heap the size of what is waiting.
-            self._heap = [(t, seq, k) for k, (t, seq) in self._due.items()]
+            self._heap = [e for e in self._heap if self._due.get(e[2]) == e[1]]
             heapq.heapify(self._heap)
         return gone
 
@@ -278,7 +278,7 @@ class TimerQueue:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        while self._heap and self._due.get(self._heap[0][2]) != self._heap[0][:2]:
+        while self._heap and self._due.get(self._heap[0][2]) != self._heap[0][1]:
             heapq.heappop(self._heap)    # cancelled or set again
         if self._heap:
             self._timer = self.clock.call_at(self._heap[0][0], self._fire)
@@ -288,7 +288,7 @@ class TimerQueue:
         now = self.clock.now()
         while self._heap and self._heap[0][0] <= now:
             t, seq, key = heapq.heappop(self._heap)
-            if self._due.get(key) != (t, seq):
+            if self._due.get(key) != seq:
                 continue
             del self._due[key]
             try:

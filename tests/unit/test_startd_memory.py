@@ -17,6 +17,7 @@ from daemons.core.collector_client import UPDATE_CHUNK_ADS, iter_update_chunks, 
 from daemons.startd import policy
 from daemons.startd.config import Resources, SlotPolicy, SlotTypeSpec, StartdConfig
 from daemons.startd.daemon import machine_ad_texts
+from daemons.startd.jobads import JobAdPacker, unpack
 from daemons.startd.slots import NO_CHILDREN, Startd
 from tests.unit.startd_scenarios import SCENARIOS
 
@@ -73,7 +74,31 @@ def test_a_running_jobs_ad_is_kept_as_text_and_parses_back_equal():
     a = m.slot_ad(s, NOW)
     assert (a["AccountingGroup"], a["ConcurrencyLimits"]) == ("grp.a", "lic")
     m.finish_job(s, NOW + 600)
-    assert (c.job_packed, c.job_advertised, c.job_has_mjrt, c.job_ad) == (b"", (), False, None)
+    assert (c.job_packed, c.job_zdict, c.job_advertised, c.job_has_mjrt, c.job_ad) == (b"", b"", (), False, None)
+
+
+def test_job_ads_of_one_startd_are_packed_against_one_dictionary():
+    sd = static_startd()
+    h1, h2 = sd.machines["h1"], sd.machines["h2"]
+    first = busy(h1, "slot1", job(ProcId="1"))
+    second = busy(h2, "slot3", job(ProcId="2", RequestMemory="512"))
+    assert second.claim.job_zdict is first.claim.job_zdict        # one dictionary for the startd's machines
+    assert len(second.claim.job_packed) * 8 < len(repr(second.claim.job_ad))
+    assert (ads.get(first.claim.job_ad, "ProcId"), ads.get(second.claim.job_ad, "RequestMemory")) == (1, 512)
+
+
+def test_a_job_ad_unlike_the_dictionary_becomes_the_next_one():
+    packer = JobAdPacker()
+    a = job(ProcId="1")
+    other = classad2.ClassAd("[" + "; ".join(f"Other{i} = {i * 7919}" for i in range(60)) + "]")
+    za, pa = packer.pack(a)
+    zo, po = packer.pack(other)
+    assert zo is not za and zo == repr(other).encode() and packer.zdict is zo
+    zb, pb = packer.pack(job(ProcId="2"))
+    assert zb is not zo and packer.zdict is zb                       # and back: each ad keeps its own dictionary
+    zc, pc = packer.pack(job(ProcId="3"))
+    assert zc is zb and len(pc) * 8 < len(zc)
+    assert unpack(za, pa) == a and unpack(zo, po) == other and ads.get(unpack(zb, pb), "ProcId") == 2
 
 
 def test_attributes_that_are_not_strings_are_not_advertised():
