@@ -376,12 +376,22 @@ class StartdDaemon(ReportsMixin, Daemon):
             if not dirty:
                 return
             deleted: list[str] = []
+            build_failed: list[Exception] = []
+
+            def texts() -> Iterator[str]:
+                try:
+                    yield from machine_ad_texts(dirty, self.clock.now(), deleted)
+                except Exception as e:
+                    build_failed.append(e)   # a fault in building ads is not the collector's
+                    raise
+
             try:
                 assert self.collector is not None
-                await self.collector.update(machine_ad_texts(dirty, self.clock.now(), deleted),
-                                            invalidate_type="Machine", invalidate_names=deleted,
+                await self.collector.update(texts(), invalidate_type="Machine", invalidate_names=deleted,
                                             give_up_after_s=2.0)
             except Exception as e:
+                if build_failed:
+                    raise
                 self.log.warning("collector update failed (%s); will resend", describe(e))
                 for m in dirty:
                     m.dirty = True
