@@ -581,6 +581,11 @@ def bench_schedd(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def bench_startd(args: argparse.Namespace) -> int:
+    from daemons.cli.bench_startd import bench_startd as run
+    return run(args)
+
+
 BENCHES: dict[str, Callable[[argparse.Namespace], int]] = {"throughput": bench_throughput,
                                                           "autocluster": bench_autocluster,
                                                           "negotiator": bench_negotiator,
@@ -588,4 +593,5 @@ BENCHES: dict[str, Callable[[argparse.Namespace], int]] = {"throughput": bench_t
                                                           "netns": bench_netns,
                                                           "fuzz": bench_fuzz,
                                                           "scale": bench_scale,
-                                                          "schedd": bench_schedd}
+                                                          "schedd": bench_schedd,
+                                                          "startd": bench_startd}

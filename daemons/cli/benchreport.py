@@ -60,6 +60,9 @@ GOALS: dict[str, tuple[Goal, ...]] = {
             Goal(f"rows[slots={slots}].startd_bytes_per_slot", 2048, True,
                  f"startd bytes per emulated slot, {slots // 1000}k slots"))),
     ),
+    "startd": tuple(Goal(f"rows[slots={slots}].startd_bytes_per_slot", 2048, True,
+                         f"startd bytes per emulated slot, {slots // 1000}k slots in one process")
+                    for slots in (10000, 50000)),
     "throughput": (
         Goal("jobs_per_s", 1500, False, "jobs per second (goal set for --jobs 10000 --machines 1000)"),
     ),

@@ -20,6 +20,8 @@ daemon can be made to see leases lapse early or late. `true_now()` ignores skews
 from __future__ import annotations
 
 import asyncio
+import heapq
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -193,6 +195,9 @@ class PoolTimer:
     """A loop timer at a pool time: re-armed if it wakes before the pool clock gets there
     (the scale fell since it was set); `cancel()` as an asyncio.TimerHandle's."""
 
+    # A startd holds one per running job: tens of thousands.
+    __slots__ = ("clock", "pool_time", "callback", "_handle", "_cancelled")
+
     def __init__(self, clock: PoolClock, pool_time: float, callback: Callable[[], object]) -> None:
         self.clock, self.pool_time, self.callback = clock, pool_time, callback
         self._handle: asyncio.TimerHandle | None = None
@@ -218,6 +223,80 @@ class PoolTimer:
 
     def cancelled(self) -> bool:
         return self._cancelled
+
+
+class TimerQueue:
+    """Many keyed callbacks at pool times behind one PoolTimer, for the earliest.
+
+    A loop timer, its handle and its callback cost about 700 bytes; a startd with a timer
+    per running job held that for every busy slot. Here an entry is a heap tuple and a
+    dict item. `set` replaces a key's time; `cancel` forgets it (its heap tuple is
+    skipped when it comes up). Due entries run in time order, then in the order set; one
+    that raises is logged and the rest still run, as separate loop callbacks would."""
+
+    __slots__ = ("clock", "callback", "log", "_heap", "_due", "_seq", "_timer")
+
+    def __init__(self, clock: PoolClock, callback: Callable[[str], object],
+                 log: "logging.Logger | None" = None) -> None:
+        self.clock, self.callback = clock, callback
+        self.log = log or logging.getLogger("htcpool.clock")
+        self._heap: list[tuple[float, int, str]] = []
+        self._due: dict[str, int] = {}    # key -> the number of its `set`: older heap tuples are stale
+        self._seq = 0
+        self._timer: PoolTimer | None = None
+
+    def __len__(self) -> int:
+        return len(self._due)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._due
+
+    def set(self, key: str, pool_time: float) -> None:
+        self._seq += 1
+        self._due[key] = self._seq
+        heapq.heappush(self._heap, (pool_time, self._seq, key))
+        if self._timer is None or pool_time < self._timer.pool_time:
+            self._rearm()
+
+    def cancel(self, key: str) -> bool:
+        """Forget `key`; True if it was waiting."""
+        gone = self._due.pop(key, None) is not None
+        if len(self._heap) > 2 * len(self._due) + 64:
+            # Mostly cancelled entries: keep the heap the size of what is waiting.
+            self._heap = [e for e in self._heap if self._due.get(e[2]) == e[1]]
+            heapq.heapify(self._heap)
+        return gone
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._heap.clear()
+        self._due.clear()
+
+    def _rearm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        while self._heap and self._due.get(self._heap[0][2]) != self._heap[0][1]:
+            heapq.heappop(self._heap)    # cancelled or set again
+        if self._heap:
+            self._timer = self.clock.call_at(self._heap[0][0], self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        now = self.clock.now()
+        while self._heap and self._heap[0][0] <= now:
+            t, seq, key = heapq.heappop(self._heap)
+            if self._due.get(key) != seq:
+                continue
+            del self._due[key]
+            try:
+                self.callback(key)
+            except Exception:
+                self.log.exception("timer %s failed", key)
+        if self._timer is None:
+            self._rearm()
 
 
 class ManualClock(PoolClock):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from daemons.core.rpc import Channels, call_with_retry
 from daemons.pb.htcpool import collector_pb2 as pb
@@ -18,26 +18,32 @@ UPDATE_CHUNK_ADS = 500
 UPDATE_CHUNK_BYTES = 16 * 1024 * 1024
 
 
-def update_chunks(ad_texts: Sequence[str], names: Sequence[str]) -> list[tuple[list[str], list[str]]]:
-    """(ads, names) per request: the ads in order, then the invalidations (with the last ads)."""
-    chunks: list[tuple[list[str], list[str]]] = []
+def iter_update_chunks(ad_texts: Iterable[str], names: Iterable[str]) -> Iterator[tuple[list[str], list[str]]]:
+    """(ads, names) per request: the ads in order, then the invalidations (with the last ads).
+
+    Lazy: an ad text is taken only when its chunk is next, so a generator of thousands of
+    ads never has more than one chunk's texts alive. `names` is read once every ad has
+    been taken, so the generator may still add to it (a machine's deleted slots, taken
+    at the instant its ads are built)."""
     ads_now: list[str] = []
     size = 0
     for t in ad_texts:
         if ads_now and (len(ads_now) >= UPDATE_CHUNK_ADS or size + len(t) > UPDATE_CHUNK_BYTES):
-            chunks.append((ads_now, []))
+            yield ads_now, []
             ads_now, size = [], 0
         ads_now.append(t)
         size += len(t)
-    chunks.append((ads_now, []))
     names = list(names)
+    if not names:
+        yield ads_now, []
+        return
     for i in range(0, len(names), UPDATE_CHUNK_ADS):
-        part = names[i:i + UPDATE_CHUNK_ADS]
-        if not chunks[-1][1]:
-            chunks[-1] = (chunks[-1][0], part)
-        else:
-            chunks.append(([], part))
-    return chunks
+        yield (ads_now if i == 0 else []), names[i:i + UPDATE_CHUNK_ADS]
+
+
+def update_chunks(ad_texts: Sequence[str], names: Sequence[str]) -> list[tuple[list[str], list[str]]]:
+    """iter_update_chunks, all at once."""
+    return list(iter_update_chunks(ad_texts, names))
 
 
 class CollectorClient:
@@ -52,13 +58,15 @@ class CollectorClient:
     def _stub(self) -> pb_grpc.CollectorStub:
         return pb_grpc.CollectorStub(self.channels.get(self.address))
 
-    async def update(self, ad_texts: Sequence[str], *, invalidate_type: str = "",
+    async def update(self, ad_texts: Iterable[str], *, invalidate_type: str = "",
                      invalidate_names: Iterable[str] = (), give_up_after_s: float | None = 2.0) -> int:
-        """Advertise `ad_texts`. Transient failures are retried for `give_up_after_s` only: the
-        daemons' advertising has a backoff of its own (from 1 s to the update interval) that
-        then says, in one line, which collector it cannot reach and which knob named it."""
+        """Advertise `ad_texts`, then invalidate `invalidate_names` (read after the last ad).
+        Any iterable of texts will do: a generator's are built one chunk at a time, as they
+        go. Transient failures are retried for `give_up_after_s` only: the daemons'
+        advertising has a backoff of its own (from 1 s to the update interval) that then
+        says, in one line, which collector it cannot reach and which knob named it."""
         updated = 0
-        for ads_part, names_part in update_chunks(ad_texts, list(invalidate_names)):
+        for ads_part, names_part in iter_update_chunks(ad_texts, invalidate_names):
             req = pb.UpdateAdsRequest(
                 ads=[common_pb2.ClassAd(text=t) for t in ads_part],
                 invalidate_type=invalidate_type, invalidate_names=names_part)

@@ -8,13 +8,13 @@ restarting still hears that its job finished.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 import classad2
 import grpc
 
 from daemons.core import ads
-from daemons.core.clock import PoolClock
+from daemons.core.clock import PoolClock, PoolTimer, TimerQueue
 from daemons.core.common import CommonConfig
 from daemons.core.daemon import Daemon
 from daemons.core.rpc import describe
@@ -24,7 +24,7 @@ from daemons.startd import policy, preemption
 from daemons.startd.drain import DrainError, cancel_drain, check_drained, idle_claims, start_drain
 from daemons.startd.reports import ReportsMixin
 from daemons.startd.service import StartdService
-from daemons.startd.slots import CLAIMED, ClaimOutcome, Startd
+from daemons.startd.slots import CLAIMED, ClaimOutcome, Machine, Startd
 
 # A burst of claims and job ends becomes one collector update.
 UPDATE_COALESCE_WALL_S = 0.02
@@ -39,6 +39,20 @@ def host_names(base: str, machines: int, prefix: str | None = None) -> list[str]
     return [f"{p}{i:0{width}d}" for i in range(1, machines + 1)]
 
 
+def machine_ad_texts(machines: Iterable[Machine], now: float, deleted: list[str]) -> Iterator[str]:
+    """The slot ad texts of `machines`, built one machine at a time as a collector update
+    takes them: a full advertisement of tens of thousands of slots never has more than a
+    chunk of texts (and one machine's ad dicts) alive. Each machine stops being dirty, and
+    gives its deleted slots' names up into `deleted`, at the instant its ads are built, so
+    an invalidation never follows the ad of a slot that came back under the same name."""
+    for m in machines:
+        m.dirty = False
+        deleted.extend(m.deleted)
+        m.deleted = []
+        for a in m.all_ads(now):
+            yield ads.ad_text(a)
+
+
 class StartdDaemon(ReportsMixin, Daemon):
     role = "startd"
     my_type = "StartDaemon"
@@ -50,7 +64,10 @@ class StartdDaemon(ReportsMixin, Daemon):
         self.cfg = cfg
         self.seed = seed
         self.model: Startd | None = None
-        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._timers: dict[str, PoolTimer] = {}   # drains' evictions and preemptions, by key
+        # Running jobs' ends, by claim id: one loop timer for all of them (a timer each
+        # cost about 700 bytes per busy slot).
+        self._job_ends = TimerQueue(self.clock, self._job_done, self.log)
         self._flush_task: asyncio.Task | None = None
         self._init_reports()
         self._event_task: asyncio.Task | None = None
@@ -88,6 +105,7 @@ class StartdDaemon(ReportsMixin, Daemon):
         for h in self._timers.values():
             h.cancel()
         self._timers.clear()
+        self._job_ends.close()
         if self._event_task is not None:
             self._event_task.cancel()
         if self._flush_task is not None:
@@ -133,12 +151,11 @@ class StartdDaemon(ReportsMixin, Daemon):
         c = slot.claim
         assert c is not None
         self.log.info("%s: starting job %s for %.0f s", machine.name_of(slot), c.job_id, end - now)
-        self._timers[claim_id] = self.clock.call_at(end, lambda: self._job_done(claim_id))
+        self._job_ends.set(claim_id, end)
         self._changed()
         return True, "", now
 
     def _job_done(self, claim_id: str) -> None:
-        self._timers.pop(claim_id, None)
         assert self.model is not None
         found = self.model.find_claim(claim_id)
         if found is None:
@@ -199,6 +216,7 @@ class StartdDaemon(ReportsMixin, Daemon):
         self._changed()
 
     def _cancel_timer(self, key: str) -> None:
+        self._job_ends.cancel(key)
         t = self._timers.pop(key, None)
         if t is not None:
             t.cancel()
@@ -357,32 +375,39 @@ class StartdDaemon(ReportsMixin, Daemon):
             dirty = [m for m in self.model.machines.values() if m.dirty]
             if not dirty:
                 return
-            now = self.clock.now()
-            texts: list[str] = []
             deleted: list[str] = []
-            for m in dirty:
-                m.dirty = False
-                texts.extend(ads.ad_text(a) for a in m.all_ads(now))
-                deleted.extend(m.deleted)
-                m.deleted = []
+            build_failed: list[Exception] = []
+
+            def texts() -> Iterator[str]:
+                try:
+                    yield from machine_ad_texts(dirty, self.clock.now(), deleted)
+                except Exception as e:
+                    build_failed.append(e)   # a fault in building ads is not the collector's
+                    raise
+
             try:
                 assert self.collector is not None
-                await self.collector.update(texts, invalidate_type="Machine", invalidate_names=deleted,
+                await self.collector.update(texts(), invalidate_type="Machine", invalidate_names=deleted,
                                             give_up_after_s=2.0)
             except Exception as e:
+                if build_failed:
+                    raise
                 self.log.warning("collector update failed (%s); will resend", describe(e))
                 for m in dirty:
                     m.dirty = True
                 dirty[0].deleted.extend(deleted)
                 await asyncio.sleep(1.0)
 
-    def own_ads(self) -> list[dict[str, Any]]:
-        assert self.model is not None
-        now = self.clock.now()
+    def _daemon_ad(self) -> dict[str, Any]:
         daemon_ad = self.base_ad()
         daemon_ad.update({"EmulatedMachines": len(self.hosts), "JobsStarted": self.jobs_started,
                           "JobsFinished": self.jobs_finished})
-        out = [daemon_ad]
+        return daemon_ad
+
+    def own_ads(self) -> list[dict[str, Any]]:
+        assert self.model is not None
+        now = self.clock.now()
+        out = [self._daemon_ad()]
         for m in self.model.machines.values():
             m.dirty = False
             out.extend(m.all_ads(now))
@@ -390,11 +415,20 @@ class StartdDaemon(ReportsMixin, Daemon):
 
     async def advertise(self) -> None:
         assert self.model is not None and self.collector is not None
-        deleted = [n for m in self.model.machines.values() for n in m.deleted]
-        for m in self.model.machines.values():
-            m.deleted = []
-        texts = [ads.ad_text(a) for a in self.own_ads()]
-        await self.collector.update(texts, invalidate_type="Machine", invalidate_names=deleted)
+        machines = list(self.model.machines.values())
+        deleted: list[str] = []
+
+        def texts() -> Iterator[str]:
+            yield ads.ad_text(self._daemon_ad())
+            yield from machine_ad_texts(machines, self.clock.now(), deleted)
+
+        try:
+            await self.collector.update(texts(), invalidate_type="Machine", invalidate_names=deleted)
+        except BaseException:
+            # The names of deleted slots go back, for the next update to invalidate.
+            if machines:
+                machines[0].deleted.extend(deleted)
+            raise
 
     def withdraw_keys(self) -> list[tuple[str, list[str]]]:
         names = []

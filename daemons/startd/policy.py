@@ -15,7 +15,7 @@ Expressions are evaluated with the slot as MY and the job, if any, as TARGET:
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import classad2
 
@@ -52,21 +52,28 @@ def _constant(text: str) -> Any:
     return v
 
 
-def evaluate(machine: "Machine", text: str, slot: "Slot", job_ad: classad2.ClassAd | None, now: float) -> Any:
+# The job as TARGET: its ad, or a function that parses it (a running job's ad is kept as
+# text, and a constant expression never needs it).
+JobAd = classad2.ClassAd | Callable[[], classad2.ClassAd | None] | None
+
+
+def evaluate(machine: "Machine", text: str, slot: "Slot", job_ad: JobAd, now: float) -> Any:
     """An expression with the slot as MY and the job (if any) as TARGET; a constant costs a look-up."""
     v = _constant(text.strip())
     if v is not _UNKNOWN:
         return v
+    if job_ad is not None and not isinstance(job_ad, classad2.ClassAd):
+        job_ad = job_ad()
     return machine.evaluate(text, slot, job_ad, now)
 
 
-def number(machine: "Machine", text: str, slot: "Slot", job_ad: classad2.ClassAd | None, now: float) -> float:
+def number(machine: "Machine", text: str, slot: "Slot", job_ad: JobAd, now: float) -> float:
     """A non-negative number of seconds; anything else counts 0."""
     v = ads.as_float(evaluate(machine, text, slot, job_ad, now))
     return max(0.0, v) if v is not None else 0.0
 
 
-def truth(machine: "Machine", text: str, slot: "Slot", job_ad: classad2.ClassAd | None, now: float) -> bool:
+def truth(machine: "Machine", text: str, slot: "Slot", job_ad: JobAd, now: float) -> bool:
     return ads.is_true(evaluate(machine, text, slot, job_ad, now))
 
 
@@ -86,9 +93,10 @@ def retirement_time(machine: "Machine", slot: "Slot", now: float) -> float:
     c = slot.claim
     if c is None or not c.job_id:
         return 0.0
-    mjrt = number(machine, policy_of(machine, slot).max_job_retirement_time, slot, c.job_ad, now)
-    if c.job_ad is not None and "MaxJobRetirementTime" in c.job_ad:
-        own = ads.as_float(ads.evaluate(c.job_ad.lookup("MaxJobRetirementTime"), c.job_ad,
+    mjrt = number(machine, policy_of(machine, slot).max_job_retirement_time, slot, c.parsed_job, now)
+    job_ad = c.job_ad if c.job_has_mjrt else None
+    if job_ad is not None:
+        own = ads.as_float(ads.evaluate(job_ad.lookup("MaxJobRetirementTime"), job_ad,
                                         machine.classad(slot, now)))
         if own is not None and own < mjrt:
             mjrt = max(0.0, own)
@@ -104,7 +112,8 @@ def retirement_deadline(machine: "Machine", slot: "Slot", now: float) -> float:
 
 def vacate_time(machine: "Machine", slot: "Slot", now: float) -> float:
     c = slot.claim
-    return number(machine, policy_of(machine, slot).machine_max_vacate_time, slot, c.job_ad if c else None, now)
+    return number(machine, policy_of(machine, slot).machine_max_vacate_time, slot, c.parsed_job if c else None,
+                  now)
 
 
 def wants_vacate(machine: "Machine", slot: "Slot", now: float) -> bool:
@@ -112,12 +121,12 @@ def wants_vacate(machine: "Machine", slot: "Slot", now: float) -> bool:
     c = slot.claim
     if c is None or not c.job_id:
         return True
-    return truth(machine, policy_of(machine, slot).want_vacate, slot, c.job_ad, now)
+    return truth(machine, policy_of(machine, slot).want_vacate, slot, c.parsed_job, now)
 
 
 def kill_now(machine: "Machine", slot: "Slot", now: float) -> bool:
     c = slot.claim
-    return truth(machine, policy_of(machine, slot).kill, slot, c.job_ad if c else None, now)
+    return truth(machine, policy_of(machine, slot).kill, slot, c.parsed_job if c else None, now)
 
 
 def preempt_now(machine: "Machine", slot: "Slot", now: float) -> bool:
@@ -125,7 +134,7 @@ def preempt_now(machine: "Machine", slot: "Slot", now: float) -> bool:
     c = slot.claim
     if c is None or not c.job_id:
         return False
-    return truth(machine, policy_of(machine, slot).preempt, slot, c.job_ad, now)
+    return truth(machine, policy_of(machine, slot).preempt, slot, c.parsed_job, now)
 
 
 def never(text: str) -> bool:

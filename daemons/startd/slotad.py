@@ -10,6 +10,7 @@ a preempting claim, which the negotiator hands out when it preempts.
 """
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from daemons.core import ads
@@ -25,6 +26,7 @@ WITHIN_RESOURCE_LIMITS = (
     "TARGET.RequestMemory <= MY.Memory && MY.Disk > 0 && TARGET.RequestDisk <= MY.Disk)")
 
 
+@functools.lru_cache(maxsize=64)   # one text for all the machines of a startd
 def within_resource_limits(custom: tuple[str, ...]) -> str:
     clauses = "".join(f" && (TARGET.Request{r} is undefined || MY.{r} >= TARGET.Request{r})" for r in custom)
     return WITHIN_RESOURCE_LIMITS[:-1] + clauses + ")"
@@ -131,11 +133,8 @@ def slot_ad(machine: "Machine", s: "Slot", now: float, *, for_eval: bool = False
             a["TotalJobRunTime"] = int(max(0.0, now - c.job_start))
             if not for_eval:
                 a["RetirementTimeRemaining"] = int(max(0.0, policy.retirement_deadline(machine, s, now) - now))
-            if c.job_ad is not None:
-                for attr in ("AccountingGroup", "ConcurrencyLimits"):
-                    v = ads.get(c.job_ad, attr)
-                    if isinstance(v, str):
-                        a[attr] = v
+            for attr, v in c.job_advertised:
+                a[attr] = v
     pre = s.pre
     if pre is not None:
         a["PreemptingUser"] = pre.submitter

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import sys
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Callable
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import classad2
 
 from daemons.core import ads
-from daemons.startd import policy, sizing
+from daemons.startd import jobads, policy, sizing
 from daemons.startd.config import STANDARD, Resources, SlotTypeSpec, StartdConfig
 from daemons.startd.slotad import slot_ad, within_resource_limits
 
@@ -56,7 +57,11 @@ class SlotKind(Enum):
     DYNAMIC = "Dynamic"
 
 
-@dataclass
+# A running job's attributes its slot's ad repeats (Resource.cpp publishes them from the job).
+JOB_ATTRS_ADVERTISED = ("AccountingGroup", "ConcurrencyLimits")
+
+
+@dataclass(slots=True)
 class Claim:
     id: str
     schedd_name: str
@@ -65,15 +70,44 @@ class Claim:
     created: float
     last_alive: float
     job_id: str = ""
-    job_ad: classad2.ClassAd | None = None
     job_start: float = 0.0
     job_end: float = 0.0
     evict_at: float = 0.0       # a drain's eviction time for the job, if it will not finish first
     rank: float = 0.0           # the slot's RANK for the claim's job: CurrentRank (PreemptingRank while waiting)
     job_ad_at_claim: classad2.ClassAd | None = None   # a preempting claim's request, until it takes the slot
+    # The running job's ad, packed (jobads.py: about 40 bytes, where a parsed classad2 ad
+    # costs 5 KB), parsed again only when a policy expression needs it as TARGET. What
+    # every slot ad needs from it is taken out once.
+    job_zdict: bytes = b""     # the dictionary it was packed against (shared by many claims)
+    job_packed: bytes = b""
+    job_advertised: tuple[tuple[str, str], ...] = ()   # JOB_ATTRS_ADVERTISED the job sets to a string
+    job_has_mjrt: bool = False                         # the job sets its own MaxJobRetirementTime
+
+    @property
+    def job_ad(self) -> classad2.ClassAd | None:
+        """The running job's ad (a fresh parse: changes to it are not kept)."""
+        return jobads.unpack(self.job_zdict, self.job_packed) if self.job_packed else None
+
+    def hold_job(self, ad: classad2.ClassAd, packer: jobads.JobAdPacker) -> None:
+        self.job_zdict, self.job_packed = packer.pack(ad)
+        self.job_advertised = tuple((attr, v) for attr in JOB_ATTRS_ADVERTISED
+                                    if isinstance(v := ads.get(ad, attr), str))
+        self.job_has_mjrt = "MaxJobRetirementTime" in ad
+
+    def drop_job(self) -> None:
+        self.job_zdict = self.job_packed = b""
+        self.job_advertised, self.job_has_mjrt = (), False
+
+    def parsed_job(self) -> classad2.ClassAd | None:
+        """job_ad, for an evaluation that may not need it (policy.evaluate calls it only then)."""
+        return self.job_ad
 
 
-@dataclass
+# Static and dynamic slots have no children; one empty set, never added to, serves them all.
+NO_CHILDREN: frozenset[int] = frozenset()
+
+
+@dataclass(slots=True)
 class Slot:
     slot_id: int
     sub_id: int            # 0 unless dynamic
@@ -87,7 +121,7 @@ class Slot:
     entered_activity: float
     capability: str = ""   # the claim id a match carries (unclaimed slot; a claimed slot's preempting claim)
     claim: Claim | None = None
-    children: set[int] = field(default_factory=set)
+    children: set[int] | frozenset[int] = NO_CHILDREN   # a p-slot's dynamic slots (sub ids): its own set
     pre: Claim | None = None          # a preempting claim waiting for the current one to end (HTCondor's r_pre)
     retire_until: float = 0.0         # the current claim retires until then, then is vacated
     vacate_until: float = 0.0         # a vacate ends (the job is evicted) then
@@ -99,7 +133,10 @@ class Slot:
 
     @property
     def short_name(self) -> str:
-        return f"slot{self.slot_id}_{self.sub_id}" if self.kind is SlotKind.DYNAMIC else f"slot{self.slot_id}"
+        # Interned: the indexes that hold it (a machine's slots, the claim id registry) share
+        # one string per name, and every machine's slotN is the same name.
+        return sys.intern(f"slot{self.slot_id}_{self.sub_id}" if self.kind is SlotKind.DYNAMIC
+                          else f"slot{self.slot_id}")
 
     def set_state(self, state: str, activity: str, now: float) -> None:
         state_changed = state != self.state
@@ -190,6 +227,7 @@ class Shared:
     outbox: list[JobEvent] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     preempting: set = field(default_factory=set)
+    packer: jobads.JobAdPacker = field(default_factory=jobads.JobAdPacker)
 
 
 class Machine:
@@ -218,12 +256,14 @@ class Machine:
         self.outbox: list[JobEvent] = shared.outbox
         self.notes: list[str] = shared.notes
         self.preempting: set[tuple["Machine", str]] = shared.preempting
+        self.packer = shared.packer       # running jobs' ads, packed against one dictionary
         slot_id = 0
         for t in cfg.slot_types:
             for _ in range(t.count):
                 slot_id += 1
                 kind = SlotKind.PARTITIONABLE if t.partitionable else SlotKind.STATIC
-                s = Slot(slot_id, 0, kind, t, t.size, t.size, UNCLAIMED, IDLE, now, now, capability=ids.next())
+                s = Slot(slot_id, 0, kind, t, t.size, t.size, UNCLAIMED, IDLE, now, now, capability=ids.next(),
+                         children=set() if t.partitionable else NO_CHILDREN)
                 self.slots[s.short_name] = s
                 self.registry[s.capability] = (self, s.short_name)
         self.refresh_owner(now)
@@ -369,7 +409,7 @@ class Machine:
         cluster = ads.get(job_ad, "ClusterId")
         proc = ads.get(job_ad, "ProcId")
         c.job_id = f"{cluster}.{proc}"
-        c.job_ad = job_ad
+        c.hold_job(job_ad, self.packer)
         c.job_start = now
         c.job_end = now + job_duration(job_ad)
         c.evict_at = 0.0
@@ -396,7 +436,7 @@ class Machine:
         c = slot.claim
         if c is not None:
             c.job_id = ""
-            c.job_ad = None
+            c.drop_job()
             c.job_start = c.job_end = c.evict_at = 0.0
         slot.set_state(CLAIMED, IDLE, now)
         self.dirty = True

@@ -1,0 +1,110 @@
+"""StartdDaemon's collector updates built as they are sent, and its running jobs' ends
+behind one TimerQueue: a daemon in this process with a stand-in collector client."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+
+import classad2
+import pytest
+
+from daemons.core.common import CommonConfig
+from daemons.startd.config import Resources, SlotTypeSpec, StartdConfig
+from daemons.startd.daemon import StartdDaemon
+from daemons.startd.slots import Startd
+
+ONE = Resources(cpus=1, memory=1024, disk=10000)
+
+
+class Collector:
+    """Takes ad texts as the real client does (one at a time, names after the last)."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.updates: list[tuple[list[str], list[str]]] = []
+
+    async def update(self, ad_texts, *, invalidate_type="", invalidate_names=(), give_up_after_s=None):
+        texts = list(ad_texts)
+        if self.fail:
+            raise ConnectionError("collector gone")
+        self.updates.append((texts, list(invalidate_names)))
+        return len(texts)
+
+
+def startd(tmp_path: Path, collector: Collector, scale: float = 100.0) -> StartdDaemon:
+    common = CommonConfig(role="startd", collector_host=None, bind_host="127.0.0.1", grpc_port=0, status_port=0,
+                          time_scale=scale, pool_epoch=0.0, local_dir=tmp_path, log_dir=tmp_path,
+                          spool_dir=tmp_path, full_hostname="test", uid_domain="test", update_interval_s=60.0)
+    cfg = StartdConfig(machine=Resources(2, 2048, 20000), slot_types=(SlotTypeSpec(1, 2, False, ONE),))
+    d = StartdDaemon(common, cfg, ["h1", "h2", "h3"])
+    d.model = Startd(d.hosts, cfg, "127.0.0.1:9618", d.clock.now())
+    d.collector = collector
+    return d
+
+
+def job(duration: int) -> classad2.ClassAd:
+    return classad2.ClassAd(f"[ ClusterId = 1; ProcId = 0; RequestCpus = 1; RequestMemory = 10; RequestDisk = 10; "
+                            f"Requirements = true; Duration = {duration} ]")
+
+
+async def test_a_flush_sends_the_dirty_machines_ads_and_their_deleted_names_last(tmp_path):
+    c = Collector()
+    d = startd(tmp_path, c)
+    h1, h2, h3 = d.model.machines.values()
+    for m in (h1, h2, h3):
+        m.dirty = False
+    h2.dirty = h3.dirty = True
+    h3.deleted.append("slot1_1@h3")
+    await d._flush_dirty()
+    [(texts, names)] = c.updates
+    assert [classad2.ClassAd(t)["Name"] for t in texts] == ["slot1@h2", "slot2@h2", "slot1@h3", "slot2@h3"]
+    assert names == ["slot1_1@h3"] and h3.deleted == [] and not any(m.dirty for m in (h1, h2, h3))
+
+
+async def test_a_failed_update_leaves_the_machines_dirty_and_keeps_the_names(tmp_path, caplog):
+    c = Collector(fail=True)
+    d = startd(tmp_path, c)
+    h1 = d.model.machines["h1"]
+    h1.deleted.append("slot1_1@h1")
+    task = asyncio.create_task(d._flush_dirty())
+    deadline = time.monotonic() + 10
+    while not any("collector update failed" in r.getMessage() for r in caplog.records) and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert all(m.dirty for m in d.model.machines.values()) and h1.deleted == ["slot1_1@h1"]
+
+
+async def test_a_fault_building_ads_is_not_taken_for_a_collector_failure(tmp_path, caplog):
+    c = Collector()
+    d = startd(tmp_path, c)
+
+    def broken(now):
+        raise ZeroDivisionError("a bug in a slot ad")
+    d.model.machines["h2"].all_ads = broken
+    with caplog.at_level(logging.WARNING), pytest.raises(ZeroDivisionError):
+        await asyncio.wait_for(d._flush_dirty(), 10)   # not retried as a collector failure would be
+    assert not any("collector update failed" in r.getMessage() for r in caplog.records)
+
+
+async def test_running_jobs_end_behind_one_timer(tmp_path):
+    c = Collector()
+    d = startd(tmp_path, c, scale=10_000.0)
+    ids = []
+    for m in d.model.machines.values():
+        for s in m.slots.values():
+            out = d.request_claim(s.capability, job(5 + len(ids)), "schedd@x", "127.0.0.1:1", "u@x")
+            assert out.ok, out.reason
+            ids.append(out.claim_id)
+            assert d.activate(out.claim_id, job(5 + len(ids)))[0]
+    assert len(d._job_ends) == 6 and d._timers == {}
+    d._cancel_timer(ids[0])                       # as a release does: that job's end is forgotten
+    deadline = time.monotonic() + 20
+    while d.jobs_finished < 5 and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert (d.jobs_finished, len(d._job_ends)) == (5, 0)
+    assert [e.claim_id for e, _ in d._events] == ids[1:]
+    await d.on_close()

@@ -1,0 +1,233 @@
+"""The startd's compact storage keeps its behaviour: printed slot ads are those of the builder
+before it (a running job's ad as compressed text, __slots__, interned slot names, streamed
+advertisements), what slots share they share, a full advertisement is built lazily, and
+running jobs' ends wait behind one timer (TimerQueue)."""
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+
+import classad2
+import pytest
+
+from daemons.core import ads
+from daemons.core.clock import PoolClock, TimerQueue
+from daemons.core.collector_client import UPDATE_CHUNK_ADS, iter_update_chunks, update_chunks
+from daemons.startd import policy
+from daemons.startd.config import Resources, SlotPolicy, SlotTypeSpec, StartdConfig
+from daemons.startd.daemon import machine_ad_texts
+from daemons.startd.jobads import JobAdPacker, unpack
+from daemons.startd.slots import NO_CHILDREN, Startd
+from tests.unit.startd_scenarios import SCENARIOS
+
+BEFORE = Path(__file__).parent / "data" / "startd_ads_before.json"
+NOW = 1000.0
+SCHEDD = "127.0.0.1:4000"
+ONE = Resources(cpus=1, memory=1024, disk=10000)
+
+
+def job(**extra):
+    attrs = {"ClusterId": "3", "ProcId": "4", "RequestCpus": "1", "RequestMemory": "100", "RequestDisk": "1000",
+             "Requirements": "true", "Duration": "600", "Note": '"a \\"quoted\\" value"', "Nested": "[ x = 1 ]",
+             "RequestDisk2": "MAX({ 1024, (TransferInputSizeMB + 1) * 1.25 }) * 1024"}
+    attrs.update(extra)
+    return classad2.ClassAd("[" + "; ".join(f"{k} = {v}" for k, v in attrs.items()) + "]")
+
+
+def static_startd(hosts=("h1", "h2"), count=4, **policy_knobs):
+    spec = SlotTypeSpec(1, count, False, ONE, policy=SlotPolicy(**policy_knobs) if policy_knobs else None)
+    machine = Resources(cpus=count, memory=1024 * count, disk=10000 * count)
+    return Startd(list(hosts), StartdConfig(machine=machine, slot_types=(spec,)), "127.0.0.1:9618", NOW)
+
+
+def busy(m, name="slot1", j=None):
+    s = m.slots[name]
+    j = j if j is not None else job()
+    out = m.request_claim(s, j, "schedd@sub", SCHEDD, "alice@d", NOW)
+    assert out.ok
+    s = m.slots[out.slot_name.split("@")[0]]   # a p-slot's job runs on its new dynamic slot
+    assert m.activate(s, j, NOW)[0]
+    return s
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_printed_ads_are_those_of_the_builder_before(name):
+    got = SCENARIOS[name]()
+    if os.environ.get("HTCPOOL_WRITE_STARTD_ADS"):
+        data = json.loads(BEFORE.read_text()) if BEFORE.exists() else {}
+        data[name] = got
+        BEFORE.write_text(json.dumps(data, indent=1) + "\n")
+    assert got == json.loads(BEFORE.read_text())[name]
+
+
+def test_a_running_jobs_ad_is_kept_as_text_and_parses_back_equal():
+    m = static_startd().machines["h1"]
+    j = job(AccountingGroup='"grp.a"', ConcurrencyLimits='"lic"', MaxJobRetirementTime="60")
+    s = busy(m, j=j)
+    c = s.claim
+    assert isinstance(c.job_packed, bytes) and 0 < len(c.job_packed) < len(repr(j))
+    assert c.job_ad == j                     # CurrentTime, set at activation, included
+    assert c.job_ad is not c.job_ad          # a fresh parse each time: no parsed ad is kept
+    assert c.job_advertised == (("AccountingGroup", "grp.a"), ("ConcurrencyLimits", "lic"))
+    assert c.job_has_mjrt is True
+    a = m.slot_ad(s, NOW)
+    assert (a["AccountingGroup"], a["ConcurrencyLimits"]) == ("grp.a", "lic")
+    m.finish_job(s, NOW + 600)
+    assert (c.job_packed, c.job_zdict, c.job_advertised, c.job_has_mjrt, c.job_ad) == (b"", b"", (), False, None)
+
+
+def test_job_ads_of_one_startd_are_packed_against_one_dictionary():
+    sd = static_startd()
+    h1, h2 = sd.machines["h1"], sd.machines["h2"]
+    first = busy(h1, "slot1", job(ProcId="1"))
+    second = busy(h2, "slot3", job(ProcId="2", RequestMemory="512"))
+    assert second.claim.job_zdict is first.claim.job_zdict        # one dictionary for the startd's machines
+    assert len(second.claim.job_packed) * 8 < len(repr(second.claim.job_ad))
+    assert (ads.get(first.claim.job_ad, "ProcId"), ads.get(second.claim.job_ad, "RequestMemory")) == (1, 512)
+
+
+def test_a_job_ad_unlike_the_dictionary_becomes_the_next_one():
+    packer = JobAdPacker()
+    a = job(ProcId="1")
+    other = classad2.ClassAd("[" + "; ".join(f"Other{i} = {i * 7919}" for i in range(60)) + "]")
+    za, pa = packer.pack(a)
+    zo, po = packer.pack(other)
+    assert zo is not za and zo == repr(other).encode() and packer.zdict is zo
+    zb, pb = packer.pack(job(ProcId="2"))
+    assert zb is not zo and packer.zdict is zb                       # and back: each ad keeps its own dictionary
+    zc, pc = packer.pack(job(ProcId="3"))
+    assert zc is zb and len(pc) * 8 < len(zc)
+    assert unpack(za, pa) == a and unpack(zo, po) == other and ads.get(unpack(zb, pb), "ProcId") == 2
+
+
+def test_attributes_that_are_not_strings_are_not_advertised():
+    m = static_startd().machines["h1"]
+    s = busy(m, j=job(AccountingGroup="42"))
+    assert s.claim.job_advertised == () and "AccountingGroup" not in m.slot_ad(s, NOW)
+    assert s.claim.job_has_mjrt is False
+
+
+def test_a_constant_policy_never_parses_the_running_job():
+    m = static_startd(max_job_retirement_time="120", preempt="False").machines["h1"]
+    s = busy(m)
+    calls = []
+
+    def parse():
+        calls.append(1)
+        return s.claim.job_ad
+
+    assert policy.number(m, "120", s, parse, NOW) == 120.0
+    assert calls == []
+    assert policy.truth(m, "TARGET.ProcId == 4", s, parse, NOW) is True
+    assert calls == [1]
+    assert policy.retirement_deadline(m, s, NOW) == NOW + 120
+
+
+def test_slots_keep_no_instance_dict_and_static_slots_share_no_children():
+    sd = static_startd()
+    a, b = sd.machines["h1"].slots["slot1"], sd.machines["h2"].slots["slot2"]
+    assert not hasattr(a, "__dict__") and not hasattr(busy(sd.machines["h1"]).claim, "__dict__")
+    assert a.children is NO_CHILDREN and b.children is NO_CHILDREN
+
+
+def test_partitionable_slots_have_their_own_children():
+    ten = Resources(cpus=10, memory=16384, disk=1048576)
+    sd = Startd(["h1", "h2"], StartdConfig(machine=ten, slot_types=(SlotTypeSpec(1, 1, True, ten),)),
+                "127.0.0.1:9618", NOW)
+    p1, p2 = sd.machines["h1"].slots["slot1"], sd.machines["h2"].slots["slot1"]
+    assert p1.children is not p2.children and p1.children is not NO_CHILDREN
+    busy(sd.machines["h1"])
+    assert (p1.children, p2.children) == ({1}, set())
+    assert sd.machines["h1"].slots["slot1_1"].children is NO_CHILDREN
+
+
+def test_machines_share_slot_names_and_resource_limits():
+    sd = static_startd()
+    h1, h2 = sd.machines["h1"], sd.machines["h2"]
+    n1 = next(k for k in h1.slots if k == "slot3")
+    n2 = next(k for k in h2.slots if k == "slot3")
+    assert n1 is n2
+    keys = {id(k) for m in sd.machines.values() for k in m.slots}
+    assert all(id(short) in keys for _, short in sd.registry.values())   # the claim id index too
+    assert h1.wrl is h2.wrl
+
+
+def test_machine_ad_texts_are_built_lazily_and_equal_the_ads():
+    sd = static_startd(hosts=("h1", "h2", "h3"))
+    h1, h2, h3 = sd.machines.values()
+    s = busy(h2, "slot2")
+    h2.release(s, NOW, "done")
+    h3.deleted.append("slot9_1@h3")
+    for m in (h1, h2, h3):
+        m.dirty = True
+    want = [ads.ad_text(a) for m in (h1, h2, h3) for a in m.all_ads(NOW)]
+    deleted: list[str] = []
+    gen = machine_ad_texts([h1, h2, h3], NOW, deleted)
+    first = next(gen)
+    assert (h1.dirty, h2.dirty, h3.dirty) == (False, True, True)   # only the first machine built so far
+    assert [first, *gen] == want
+    assert deleted == ["slot9_1@h3"] and h3.deleted == [] and not any(m.dirty for m in (h1, h2, h3))
+
+
+def test_update_chunks_take_ads_one_chunk_at_a_time_and_names_after_the_last():
+    taken = []
+    names: list[str] = []
+
+    def texts():
+        for i in range(UPDATE_CHUNK_ADS * 2 + 1):
+            taken.append(i)
+            yield f"[ N = {i} ]"
+        names.append("gone")   # added by the generator once it has given every ad
+
+    chunks = iter_update_chunks(texts(), names)
+    ads_part, names_part = next(chunks)
+    assert (len(ads_part), names_part, len(taken)) == (UPDATE_CHUNK_ADS, [], UPDATE_CHUNK_ADS + 1)
+    rest = list(chunks)
+    assert [len(a) for a, _ in rest] == [UPDATE_CHUNK_ADS, 1] and rest[-1][1] == ["gone"]
+    all_texts = [f"[ N = {i} ]" for i in range(UPDATE_CHUNK_ADS * 2 + 1)]
+    assert [(ads_part, names_part), *rest] == update_chunks(all_texts, ["gone"])
+
+
+def test_timer_queue_runs_due_keys_in_time_order_once_behind_one_timer():
+    async def main():
+        clock = PoolClock(scale=1e6, epoch=0.0)   # a pool second is a microsecond
+        fired = []
+
+        def fire(key):
+            fired.append(key)
+            if key == "boom":
+                raise RuntimeError("a failing callback does not stop the others")
+
+        q = TimerQueue(clock, fire)
+        t0 = clock.now()
+        for key, dt in (("c", 3000), ("a", 1000), ("b", 2000), ("x", 1500), ("boom", 2500), ("later", 1e9)):
+            q.set(key, t0 + dt)
+        assert q.cancel("x") is True and q.cancel("x") is False
+        q.set("b", t0 + 500)                      # set again, earlier: runs once, then
+        deadline = time.monotonic() + 10
+        while len(q) > 1 and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        armed = q._timer is not None and q._timer.pool_time == t0 + 1e9
+        q.close()
+        return fired, len(q), armed
+
+    fired, left, armed = asyncio.run(main())
+    assert fired == ["b", "a", "boom", "c"]
+    assert (left, armed) == (0, True)
+
+
+def test_timer_queue_keeps_its_heap_the_size_of_what_waits():
+    async def main():
+        q = TimerQueue(PoolClock(scale=1.0, epoch=0.0), lambda key: None)
+        now = q.clock.now()
+        for i in range(1000):
+            q.set(f"k{i}", now + 3600 + i)
+        for i in range(990):
+            q.cancel(f"k{i}")
+        sizes = (len(q), len(q._heap))
+        q.close()
+        return sizes
+
+    n, heap = asyncio.run(main())
+    assert n == 10 and heap <= 2 * n + 64
