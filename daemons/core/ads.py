@@ -221,10 +221,10 @@ def split_ad_text_strictly(text: str) -> list[tuple[str, str]] | None:
     return _split_exactly(inner)
 
 
-def _split_exactly(inner: str) -> list[tuple[str, str]] | None:
+def _split_exactly(inner: str, item: re.Pattern[str] = _ITEM) -> list[tuple[str, str]] | None:
     out = []
     pos, end = 0, len(inner)
-    match = _ITEM.match
+    match = item.match
     while pos < end:
         m = match(inner, pos)
         if m is None:

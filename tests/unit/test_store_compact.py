@@ -237,21 +237,9 @@ def test_the_strict_split_takes_exactly_the_texts_the_plain_pattern_takes():
     (backtracking) form of the same pattern does, on any text."""
     import re
     plain = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*((?:"(?:[^"\\]|\\.)*"|[^;"\[\]])*)(;|$)')
-
-    def split(inner, item):
-        out, pos = [], 0
-        while pos < len(inner):
-            m = item.match(inner, pos)
-            if m is None:
-                return None
-            out.append((m.group(1), m.group(2).rstrip()))
-            pos = m.end()
-            if not m.group(3):
-                break
-        return out if pos >= len(inner) else None
     rng = random.Random(5)
     alphabet = 'ab_=; "\\[]x1.\t'
     texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16))) for _ in range(50_000)]
     texts += [ads.ad_text(slot_attrs(rng, i))[1:-1] for i in range(50)]
     for t in texts:
-        assert ads._split_exactly(t) == split(t, plain), t
+        assert ads._split_exactly(t) == ads._split_exactly(t, plain), t
