@@ -23,6 +23,14 @@ MAX_BATCH = 1000
 YIELD_EVERY = 25
 
 
+async def _paced(items):
+    """`items` in order, letting the event loop run between every YIELD_EVERY of them."""
+    for i, item in enumerate(items):
+        if i and i % YIELD_EVERY == 0:
+            await asyncio.sleep(0)
+        yield item
+
+
 class StartdService(pb_grpc.StartdServicer):
     def __init__(self, daemon: "StartdDaemon") -> None:
         self.d = daemon
@@ -56,9 +64,7 @@ class StartdService(pb_grpc.StartdServicer):
                             context: grpc.aio.ServicerContext) -> pb.RequestClaimsReply:
         job_ads = await self._job_ads([r.job_ad.text for r in request.claims], "claims", context)
         reply = pb.RequestClaimsReply()
-        for i, (r, job_ad) in enumerate(zip(request.claims, job_ads)):
-            if i and i % YIELD_EVERY == 0:
-                await asyncio.sleep(0)
+        async for r, job_ad in _paced(zip(request.claims, job_ads)):
             reply.replies.append(self._claim(r, job_ad))
         return reply
 
@@ -83,9 +89,7 @@ class StartdService(pb_grpc.StartdServicer):
                              context: grpc.aio.ServicerContext) -> pb.ActivateClaimsReply:
         job_ads = await self._job_ads([r.job_ad.text for r in request.activations], "activations", context)
         reply = pb.ActivateClaimsReply()
-        for i, (r, job_ad) in enumerate(zip(request.activations, job_ads)):
-            if i and i % YIELD_EVERY == 0:
-                await asyncio.sleep(0)
+        async for r, job_ad in _paced(zip(request.activations, job_ads)):
             ok, reason, start = self.d.activate(r.claim_id, job_ad)
             reply.replies.append(pb.ActivateClaimReply(ok=ok, reason=reason, start_time=start))
         return reply
