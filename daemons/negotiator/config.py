@@ -19,6 +19,8 @@ class NegotiatorConfig:
     request_list_size: int = 200          # NEGOTIATOR_RESOURCE_REQUEST_LIST_SIZE
     policy: MatchPolicy = field(default_factory=MatchPolicy)
     timeout_s: float = 30.0               # NEGOTIATOR_TIMEOUT (wall seconds per schedd exchange)
+    prefetch_requests: bool = True        # NEGOTIATOR_PREFETCH_REQUESTS
+    prefetch_max_time_s: float | None = 60.0   # NEGOTIATOR_PREFETCH_REQUESTS_MAX_TIME (wall s; 0: none)
     cycle_history: int = 1000             # how many cycle records the status page keeps
     # Policy expressions whose references are significant (HTCondor's compute_significant_attrs).
     preemption_requirements: str = ""     # PREEMPTION_REQUIREMENTS
@@ -70,6 +72,8 @@ class NegotiatorConfig:
             policy=MatchPolicy(pre_job_rank=p.expr("NEGOTIATOR_PRE_JOB_RANK", "") or "",
                                post_job_rank=p.expr("NEGOTIATOR_POST_JOB_RANK", "") or ""),
             timeout_s=float(p.int("NEGOTIATOR_TIMEOUT", 30, minimum=1) or 30),
+            prefetch_requests=bool(p.bool("NEGOTIATOR_PREFETCH_REQUESTS", True)),
+            prefetch_max_time_s=float(p.int("NEGOTIATOR_PREFETCH_REQUESTS_MAX_TIME", 60, minimum=0) or 0) or None,
             cycle_history=p.int("NEGOTIATOR_CYCLE_HISTORY", 1000, minimum=1) or 1000,
             preemption_requirements=p.expr("PREEMPTION_REQUIREMENTS", "") or "",
             preemption_rank=p.expr("PREEMPTION_RANK", "") or "",

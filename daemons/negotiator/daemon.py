@@ -39,6 +39,7 @@ from daemons.negotiator.cycle import ERROR, Cycle, Session, Submitter
 from daemons.negotiator.matchmaker import Matchmaker, SlotCache
 from daemons.negotiator.preemption import Preemption
 from daemons.negotiator.significant import SignificantAttributes
+from daemons.negotiator.streams import prefetch as prefetch_requests
 from daemons.negotiator.streams import Outgoing, ScheddError, ScheddStream, ended_call_error
 from daemons.negotiator.slotads import SlotView
 from daemons.pb.htcpool import negotiator_pb2_grpc, schedd_pb2, schedd_pb2_grpc
@@ -73,6 +74,7 @@ class CycleRecord:
     phases: dict[str, float] = field(default_factory=dict)   # wall seconds per phase of the cycle
     preemptions: int = 0       # matches that preempt a claim
     failed: list[str] = field(default_factory=list)   # submitters whose session failed (and why)
+    prefetched: int = 0        # submitters whose first requests came in the prefetch
 
 
 class _Phases:
@@ -115,6 +117,8 @@ class NegotiatorDaemon(Daemon):
         self._preemption = Preemption(cfg.preemption)
         self._streams: dict[str, ScheddStream] = {}     # this cycle's Negotiate streams, by schedd address
         self._closing: list[asyncio.Future] = []
+        # (submitter, schedd address) -> its first ResourceRequests, prefetched this cycle
+        self._prefetched: dict[tuple[str, str], Any] = {}
 
     def default_name(self) -> str:
         return self.common.full_hostname
@@ -299,8 +303,12 @@ class NegotiatorDaemon(Daemon):
         rec.slot_groups = len(mm.groups)
         phase("group")
         try:
+            if self.cfg.prefetch_requests:
+                await self._prefetch(cycle, rec)
+            phase("prefetch")
             await self._run(cycle, rec)
         finally:
+            self._prefetched = {}
             await self._close_streams()
             self.last_limits, self.last_quotas = cycle.last_limits, cycle.last_quotas
             c = cycle.counts
@@ -403,6 +411,43 @@ class NegotiatorDaemon(Daemon):
         if closing:
             await asyncio.gather(*closing, return_exceptions=True)
 
+    def _start(self, name: str, rec: CycleRecord, prefetch: bool = False,
+               prefetched: int = 0) -> schedd_pb2.NegotiatorMessage:
+        return schedd_pb2.NegotiatorMessage(start=schedd_pb2.NegotiateStart(
+            submitter=name, cycle=rec.cycle, pool_time=rec.start, significant_attrs=self.significant_attrs,
+            job_constraint=self.cfg.job_constraint, prefetch=prefetch, prefetched=prefetched))
+
+    async def _prefetch(self, cycle: Cycle, rec: CycleRecord) -> None:
+        """HTCondor's NEGOTIATOR_PREFETCH_REQUESTS: every submitter's first resource requests,
+        from all schedds at once, before the first session; a session then starts with its
+        batch in hand instead of a round trip to the schedd."""
+        by_address: dict[str, list[str]] = {}
+        for sub in cycle.submitters:
+            if sub.idle > 0:
+                by_address.setdefault(sub.address, []).append(sub.name)
+
+        async def one(address: str, names: list[str]) -> None:
+            try:
+                stream = self._stream(address)
+            except Exception:   # a malformed address: its sessions fail as they always have
+                return
+            got, err = await prefetch_requests(stream.call, [self._start(n, rec, prefetch=True) for n in names],
+                                              self.cfg.request_list_size, self.cfg.prefetch_max_time_s)
+            for name, batch in got.items():
+                self._prefetched[(name, address)] = batch
+            if err is not None:
+                why = describe(err) if isinstance(err, grpc.aio.AioRpcError) else f"{type(err).__name__}: {err}"
+                self.log.warning("Error when prefetching from <%s> (%d of %d submitters): %s; the others "
+                                 "negotiate without", address, len(got), len(names), why)
+                if self._streams.get(address) is stream:
+                    self._streams.pop(address)
+                stream.call.cancel()
+
+        self.log.info("Starting prefetch round; %d potential prefetches to do.",
+                      sum(len(n) for n in by_address.values()))
+        await asyncio.gather(*(one(a, n) for a, n in by_address.items()))
+        rec.prefetched = len(self._prefetched)
+
     async def _negotiate_with(self, session: Session, rec: CycleRecord) -> str:
         """DONE (it has nothing more), RESUME (stopped at its limit) or ERROR (the session
         failed: the schedd broke the stream, sent something malformed, or serving one of its
@@ -413,20 +458,23 @@ class NegotiatorDaemon(Daemon):
             return self._failed(session, rec, e)
         call = stream.call
         out = Outgoing(self.log)
+        batch = self._prefetched.pop((session.name, session.address), None)
+        if batch is not None and not batch.requests:
+            session.no_more()    # the prefetch found no idle job: nothing to ask the schedd
+            return session.result()
         try:
-            await call.write(schedd_pb2.NegotiatorMessage(start=schedd_pb2.NegotiateStart(
-                submitter=session.name, cycle=rec.cycle, pool_time=rec.start,
-                significant_attrs=self.significant_attrs, job_constraint=self.cfg.job_constraint)))
+            await call.write(self._start(session.name, rec, prefetched=len(batch.requests) if batch else 0))
             while not session.stopped:
-                # What the last batch decided goes first: the schedd then leaves the
-                # rejected autoclusters out of the next batch.
-                await out.flush(call, session)
-                await call.write(schedd_pb2.NegotiatorMessage(
-                    send_requests=schedd_pb2.SendRequests(max_requests=self.cfg.request_list_size)))
-                reply = await call.read()
-                if reply is grpc.aio.EOF or reply.WhichOneof("msg") != "requests":
-                    raise ScheddError("the schedd ended the negotiation without sending its requests")
-                batch = reply.requests
+                if batch is None:
+                    # What the last batch decided goes first: the schedd then leaves the
+                    # rejected autoclusters out of the next batch.
+                    await out.flush(call, session)
+                    await call.write(schedd_pb2.NegotiatorMessage(
+                        send_requests=schedd_pb2.SendRequests(max_requests=self.cfg.request_list_size)))
+                    reply = await call.read()
+                    if reply is grpc.aio.EOF or reply.WhichOneof("msg") != "requests":
+                        raise ScheddError("the schedd ended the negotiation without sending its requests")
+                    batch = reply.requests
                 for req in batch.requests:
                     if session.stopped:
                         break
@@ -436,6 +484,7 @@ class NegotiatorDaemon(Daemon):
                     if not batch.requests:
                         session.no_more()
                     break
+                batch = None
             await out.flush(call, session)
         except asyncio.CancelledError:
             raise

@@ -1,4 +1,5 @@
-"""The negotiator's side of a Negotiate stream to a schedd: what a session sends, and the stream."""
+"""The negotiator's side of a Negotiate stream to a schedd: what a session sends, the stream,
+and the prefetch of every submitter's first resource requests before the cycle's sessions."""
 from __future__ import annotations
 
 import asyncio
@@ -81,3 +82,47 @@ async def ended_call_error(call) -> grpc.aio.AioRpcError:
     if code == grpc.StatusCode.OK:
         code, details = grpc.StatusCode.CANCELLED, "the stream ended"
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details or "RPC already finished")
+
+
+async def prefetch(call, starts: list, max_requests: int,
+                   max_time_s: float | None) -> tuple[dict[str, Any], BaseException | None]:
+    """NEGOTIATOR_PREFETCH_REQUESTS over one schedd's stream: each start (a prefetch) with its
+    send-requests, all written before the first answer is read, so the schedd builds every
+    submitter's list back to back instead of one round trip per session. Returns each
+    submitter's first ResourceRequests and the error that cut the prefetch short, if one did
+    (what arrived before it is good: the schedd keeps those sessions). NEGOTIATOR_PREFETCH_
+    REQUESTS_MAX_TIME bounds it (None: no bound); the submitters it did not reach negotiate as
+    without it."""
+    got: dict[str, Any] = {}
+    ask = schedd_pb2.NegotiatorMessage(send_requests=schedd_pb2.SendRequests(max_requests=max_requests))
+
+    async def write_all() -> None:
+        for m in starts:
+            await call.write(m)
+            await call.write(ask)
+
+    writer = asyncio.ensure_future(write_all())
+    try:
+        async with asyncio.timeout(max_time_s):
+            for m in starts:
+                reply = await call.read()
+                if reply is grpc.aio.EOF or reply.WhichOneof("msg") != "requests":
+                    raise ScheddError("the schedd ended the prefetch without sending its requests")
+                got[m.start.submitter] = reply.requests
+            await writer
+        return got, None
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:
+        if isinstance(e, asyncio.InvalidStateError):
+            e = await ended_call_error(call)
+        elif isinstance(e, TimeoutError):
+            e = ScheddError(f"NEGOTIATOR_PREFETCH_REQUESTS_MAX_TIME ({max_time_s:g} s) ran out "
+                            f"after {len(got)} of {len(starts)} submitters")
+        return got, e
+    finally:
+        if not writer.done():
+            writer.cancel()
+            await asyncio.gather(writer, return_exceptions=True)
+        elif not writer.cancelled():
+            writer.exception()   # retrieved: a failed write already ended the reads

@@ -34,7 +34,10 @@ class NegotiationMixin:
     """ScheddDaemon's negotiation methods (kept apart so each part reads in one sitting)."""
 
     def begin_negotiation(self, submitter: str, cycle: int, significant: list[str] | None = None,
-                          job_constraint: str = "") -> NegotiationSession:
+                          job_constraint: str = "", skip: int = 0) -> NegotiationSession:
+        """A submitter's session. `skip`: the negotiator already holds that many of its first
+        requests, prefetched in a session this schedd no longer has (a new stream): they are
+        left out, as if handed out already."""
         if significant and self.ac.update_negotiator_attrs(significant):
             self.log.info("significant attributes from the negotiator grew (%d now): every autocluster id "
                           "is recomputed", len(self.ac.negotiator_attrs))
@@ -58,7 +61,7 @@ class NegotiationMixin:
         autoclusters = len(acs)
         self.ac_stats.note(cycle, self.clock.now(), acs, idle, self.ac.ids_assigned - n0,
                            self.ac.assign_seconds - t0)
-        session = NegotiationSession(submitter, cycle, requests)
+        session = NegotiationSession(submitter, cycle, requests, position=min(skip, len(requests)))
         self.counters["negotiations"] += 1
         self.log.info("Negotiating for %s (cycle %d): %d idle job(s) in %d autocluster(s), %d request(s)",
                       submitter, cycle, idle, autoclusters, len(requests))

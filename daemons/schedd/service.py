@@ -118,6 +118,7 @@ class ScheddService(pb_grpc.ScheddServicer):
     async def Negotiate(self, request_iterator: AsyncIterator[pb.NegotiatorMessage],
                         context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ScheddMessage]:
         session = None
+        kept: dict[str, object] = {}   # prefetched sessions of this stream, by submitter, until resumed
         async for msg in request_iterator:
             kind = msg.WhichOneof("msg")
             if kind == "start":
@@ -129,8 +130,15 @@ class ScheddService(pb_grpc.ScheddServicer):
                         pass
                     await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                         f"significant attribute {bad[:80]!r} is not a ClassAd attribute name")
-                session = self.d.begin_negotiation(msg.start.submitter, msg.start.cycle,
-                                                   list(msg.start.significant_attrs), msg.start.job_constraint)
+                st = msg.start
+                session = kept.pop(st.submitter, None) if st.prefetched > 0 else None
+                if session is not None and session.cycle != st.cycle:
+                    session = None
+                if session is None:
+                    session = self.d.begin_negotiation(st.submitter, st.cycle, list(st.significant_attrs),
+                                                       st.job_constraint, skip=max(0, st.prefetched))
+                if st.prefetch:
+                    kept[st.submitter] = session
                 continue
             if session is None:
                 # Read what the client still sends before refusing: a bidirectional call ended

@@ -21,7 +21,7 @@ def test_bench_negotiator_tiny(tmp_path):
     assert 0 < row["autoclusters"] <= 40 and row["requests"] >= row["autoclusters"]
     assert row["submitters"] == 20
     assert row["jobs"] == 500 and row["job_kinds"] == 40
-    assert set(row["phases_s"]) == {"query", "parse", "accounting", "significant", "group", "negotiate"}
+    assert set(row["phases_s"]) == {"query", "parse", "accounting", "significant", "group", "prefetch", "negotiate"}
     assert "slots  cycle_s  matches/s" in r.stdout
     # Every daemon's peak RSS, and issue 14's memory figures per slot ad, idle job and slot.
     assert set(row["peak_rss_mb"]) >= {"collector", "negotiator", "schedd", "startd1", "startd2", "startd3"}

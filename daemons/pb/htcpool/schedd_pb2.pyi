@@ -130,18 +130,22 @@ class NegotiatorMessage(_message.Message):
     def __init__(self, start: _Optional[_Union[NegotiateStart, _Mapping]] = ..., send_requests: _Optional[_Union[SendRequests, _Mapping]] = ..., match: _Optional[_Union[MatchFound, _Mapping]] = ..., reject: _Optional[_Union[RequestRejected, _Mapping]] = ..., end: _Optional[_Union[NegotiateEnd, _Mapping]] = ..., outcomes: _Optional[_Union[Outcomes, _Mapping]] = ...) -> None: ...
 
 class NegotiateStart(_message.Message):
-    __slots__ = ("submitter", "significant_attrs", "cycle", "pool_time", "job_constraint")
+    __slots__ = ("submitter", "significant_attrs", "cycle", "pool_time", "job_constraint", "prefetch", "prefetched")
     SUBMITTER_FIELD_NUMBER: _ClassVar[int]
     SIGNIFICANT_ATTRS_FIELD_NUMBER: _ClassVar[int]
     CYCLE_FIELD_NUMBER: _ClassVar[int]
     POOL_TIME_FIELD_NUMBER: _ClassVar[int]
     JOB_CONSTRAINT_FIELD_NUMBER: _ClassVar[int]
+    PREFETCH_FIELD_NUMBER: _ClassVar[int]
+    PREFETCHED_FIELD_NUMBER: _ClassVar[int]
     submitter: str
     significant_attrs: _containers.RepeatedScalarFieldContainer[str]
     cycle: int
     pool_time: float
     job_constraint: str
-    def __init__(self, submitter: _Optional[str] = ..., significant_attrs: _Optional[_Iterable[str]] = ..., cycle: _Optional[int] = ..., pool_time: _Optional[float] = ..., job_constraint: _Optional[str] = ...) -> None: ...
+    prefetch: bool
+    prefetched: int
+    def __init__(self, submitter: _Optional[str] = ..., significant_attrs: _Optional[_Iterable[str]] = ..., cycle: _Optional[int] = ..., pool_time: _Optional[float] = ..., job_constraint: _Optional[str] = ..., prefetch: _Optional[bool] = ..., prefetched: _Optional[int] = ...) -> None: ...
 
 class SendRequests(_message.Message):
     __slots__ = ("max_requests",)

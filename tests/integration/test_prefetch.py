@@ -1,0 +1,108 @@
+"""NEGOTIATOR_PREFETCH_REQUESTS: every submitter's first resource requests fetched before the
+cycle's sessions give the same requests, and the same later batches, as sessions without it."""
+from __future__ import annotations
+
+import grpc
+
+from daemons.cli.client import wait_for
+from daemons.pb.htcpool import schedd_pb2, schedd_pb2_grpc
+
+from .conftest import SLEEP, STATIC, attr, wait_jobs, wait_slots
+
+USERS = ("ann", "bob", "cid")
+# Three autoclusters per user (different RequestMemory), so a batch of two leaves a second batch.
+JOBS = "".join(f"executable = /bin/sleep\narguments = 100000\nrequest_memory = {m}\nqueue {n}\n"
+               for m, n in ((64, 2), (96, 1), (128, 3)))
+
+
+def _start(user: str, **kw) -> schedd_pb2.NegotiatorMessage:
+    return schedd_pb2.NegotiatorMessage(start=schedd_pb2.NegotiateStart(
+        submitter=f"{user}@testhost", cycle=7, significant_attrs=["RequestMemory"], **kw))
+
+
+ASK = schedd_pb2.NegotiatorMessage(send_requests=schedd_pb2.SendRequests(max_requests=2))
+
+
+def _batch(reply) -> tuple:
+    assert reply is not grpc.aio.EOF and reply.WhichOneof("msg") == "requests"
+    r = reply.requests
+    return tuple((q.request_id, q.count, q.ad.text) for q in r.requests), r.no_more
+
+
+async def _end(call) -> None:
+    await call.write(schedd_pb2.NegotiatorMessage(end=schedd_pb2.NegotiateEnd()))
+    await call.done_writing()
+    while await call.read() is not grpc.aio.EOF:
+        pass
+
+
+async def test_prefetched_requests_and_resumed_sessions_equal_plain_sessions(make_pool):
+    """Against a real schedd, as the negotiator: plain sessions (start, then one batch at a
+    time) against a prefetch (every start and send-requests written before any answer is
+    read), resumed later on the same stream, and resumed on a new stream that never saw
+    the prefetch (the schedd then leaves out the requests the negotiator holds)."""
+    pool = make_pool("NUM_CPUS = 1\nSTART = False\n", roles=("collector", "schedd"))
+    async with pool.client("condor") as c:
+        for u in USERS:
+            await c.submit(JOBS, f"{u}.sub", u)
+        await wait_jobs(c, "JobStatus == 1", 6 * len(USERS))
+        stub = schedd_pb2_grpc.ScheddStub(c.channels.get(pool.daemons["schedd"].address))
+
+        plain: dict[str, list[tuple]] = {}
+        call = stub.Negotiate(timeout=30)
+        for u in USERS:
+            await call.write(_start(u))
+            plain[u] = []
+            while True:
+                await call.write(ASK)
+                batch = _batch(await call.read())
+                plain[u].append(batch)
+                if batch[1]:
+                    break
+        await _end(call)
+        assert all(len(b) == 2 and len(b[0][0]) == 2 and not b[0][1] and len(b[1][0]) == 1 for b in plain.values())
+        assert [q[1] for q in plain["ann"][0][0] + plain["ann"][1][0]] == [2, 1, 3]
+
+        # The prefetch: everything written first, the answers read after.
+        call = stub.Negotiate(timeout=30)
+        for u in USERS:
+            await call.write(_start(u, prefetch=True))
+            await call.write(ASK)
+        first = {u: _batch(await call.read()) for u in USERS}
+        assert first == {u: plain[u][0] for u in USERS}
+        # Resumed (in another order than prefetched): the next batch is the plain session's.
+        for u in reversed(USERS[1:]):
+            await call.write(_start(u, prefetched=2))
+            await call.write(ASK)
+            assert _batch(await call.read()) == plain[u][1]
+        await _end(call)
+
+        # A new stream never saw ann's prefetch: her session leaves out the two she holds.
+        call = stub.Negotiate(timeout=30)
+        await call.write(_start("ann", prefetched=2))
+        await call.write(ASK)
+        assert _batch(await call.read()) == plain["ann"][1]
+        await _end(call)
+
+
+async def test_a_pool_with_and_without_prefetch_runs_every_job_once(make_pool):
+    """End to end: each cycle that matches says how many submitters were prefetched (none with
+    the knob off), and every job of every submitter runs on its own slot either way."""
+    for prefetch in (True, False):
+        pool = make_pool(STATIC + f"NUM_CPUS = 9\nNEGOTIATOR_PREFETCH_REQUESTS = {prefetch}\n")
+        async with pool.client() as c:
+            await wait_slots(c, 9)
+            for u in USERS:
+                await c.submit(SLEEP.format(seconds=100000, n=3), f"{u}.sub", u)
+            running = await wait_jobs(c, "JobStatus == 2", 9)
+            assert len({str(attr(j, "RemoteHost")) for j in running}) == 9
+
+            async def matching():
+                return [r for r in await c.cycles() if r.matches] or None
+            cycles = await wait_for(matching, timeout_s=30, what="the matching cycles' records")
+            assert sum(r.matches for r in cycles) == 9 and not any(r.failed for r in cycles)
+            # Submitted one after the other, the users can meet different cycles.
+            assert all((r.prefetched >= 1) if prefetch else (r.prefetched == 0) for r in cycles)
+        pool.stop()
+    log = (pool.state_dir.parent / "pool0" / "log" / "NegotiatorLog").read_text()
+    assert "Starting prefetch round" in log
