@@ -39,17 +39,21 @@ def host_names(base: str, machines: int, prefix: str | None = None) -> list[str]
     return [f"{p}{i:0{width}d}" for i in range(1, machines + 1)]
 
 
-def machine_ad_texts(machines: Iterable[Machine], now: float, deleted: list[str]) -> Iterator[str]:
-    """The slot ad texts of `machines`, built one machine at a time as a collector update
-    takes them: a full advertisement of tens of thousands of slots never has more than a
-    chunk of texts (and one machine's ad dicts) alive. Each machine stops being dirty, and
-    gives its deleted slots' names up into `deleted`, at the instant its ads are built, so
-    an invalidation never follows the ad of a slot that came back under the same name."""
+def machine_ad_texts(machines: Iterable[Machine], now: float, deleted: list[str],
+                     only_due: bool = False) -> Iterator[str]:
+    """The slot ad texts of `machines` (`only_due`: only the slots changed since the last
+    update), built one machine at a time as a collector update takes them: a full
+    advertisement of tens of thousands of slots never has more than a chunk of texts (and
+    one machine's ad dicts) alive. Each machine stops being due, and gives its deleted
+    slots' names up into `deleted`, at the instant its ads are built, so an invalidation
+    never follows the ad of a slot that came back under the same name."""
     for m in machines:
+        built = m.due_ads(now) if only_due else m.all_ads(now)
         m.dirty = False
+        m.touched.clear()
         deleted.extend(m.deleted)
         m.deleted = []
-        for a in m.all_ads(now):
+        for a in built:
             yield ads.ad_text(a)
 
 
@@ -372,7 +376,7 @@ class StartdDaemon(ReportsMixin, Daemon):
         assert self.model is not None
         await asyncio.sleep(UPDATE_COALESCE_WALL_S)
         while True:
-            dirty = [m for m in self.model.machines.values() if m.dirty]
+            dirty = [m for m in self.model.machines.values() if m.due]
             if not dirty:
                 return
             deleted: list[str] = []
@@ -380,7 +384,7 @@ class StartdDaemon(ReportsMixin, Daemon):
 
             def texts() -> Iterator[str]:
                 try:
-                    yield from machine_ad_texts(dirty, self.clock.now(), deleted)
+                    yield from machine_ad_texts(dirty, self.clock.now(), deleted, only_due=True)
                 except Exception as e:
                     build_failed.append(e)   # a fault in building ads is not the collector's
                     raise
@@ -410,6 +414,7 @@ class StartdDaemon(ReportsMixin, Daemon):
         out = [self._daemon_ad()]
         for m in self.model.machines.values():
             m.dirty = False
+            m.touched.clear()
             out.extend(m.all_ads(now))
         return out
 

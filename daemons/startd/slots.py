@@ -244,7 +244,12 @@ class Machine:
         self.registry = registry if registry is not None else {}
         self.slots: dict[str, Slot] = {}
         self.deleted: list[str] = []   # names of deleted dynamic slots not yet invalidated
+        # What the collector has not seen: every slot's ad (`dirty`: a change of the machine,
+        # a drain, a preemption) or only these slots' (`touched`: a claim, an activation, a
+        # job's end change that slot and, for a dynamic slot made or deleted, its parent;
+        # HTCondor's startd too updates only the resource that changed).
         self.dirty = True
+        self.touched: set[str] = set()
         self.started = now
         self.drain: DrainState | None = None
         self.total_drains = 0
@@ -338,7 +343,7 @@ class Machine:
             slot.capability = self._offer(slot)
             self.registry[claim.id] = (self, slot.short_name)
             slot.set_state(CLAIMED, IDLE, now)
-            self.dirty = True
+            self.touch(slot)
             return ClaimOutcome(True, claim_id=claim.id, slot_name=self.name_of(slot),
                                 slot_ad=self.slot_ad(slot, now))
         if decided:
@@ -368,7 +373,7 @@ class Machine:
         self.registry[claim.id] = (self, d.short_name)
         if self.name_of(d) in self.deleted:
             self.deleted.remove(self.name_of(d))
-        self.dirty = True
+        self.touch(slot, d)
         out = ClaimOutcome(True, claim_id=claim.id, slot_name=self.name_of(d), slot_ad=self.slot_ad(d, now))
         if self.cfg.claim_partitionable_leftovers and slot.free.cpus > 0 and slot.free.memory > 0:
             out.leftover_ad = self.slot_ad(slot, now)
@@ -416,7 +421,7 @@ class Machine:
         c.last_alive = now
         c.rank = policy.rank(self, slot, job_ad, now)
         slot.set_state(CLAIMED, BUSY, now)
-        self.dirty = True
+        self.touch(slot)
         return True, "", c.job_end
 
     def finish_job(self, slot: Slot, now: float) -> JobEvent | None:
@@ -439,7 +444,7 @@ class Machine:
             c.drop_job()
             c.job_start = c.job_end = c.evict_at = 0.0
         slot.set_state(CLAIMED, IDLE, now)
-        self.dirty = True
+        self.touch(slot)
 
     def release(self, slot: Slot, now: float, reason: str, *, lost: bool = False) -> JobEvent | None:
         """End the claim on `slot`; a running job is evicted. Returns the event to report, if any.
@@ -456,10 +461,10 @@ class Machine:
                              c.job_start)
         slot.claim = None
         self.registry.pop(c.id, None)
-        self.dirty = True
         slot.retire_until = slot.vacate_until = 0.0
         slot.preempt_reason = ""
         if slot.pre is not None:
+            self.dirty = True
             return event   # the slot stays; preemption.take_over gives it to the preempting claim
         if slot.capability:
             self.registry.pop(slot.capability, None)
@@ -470,7 +475,9 @@ class Machine:
             parent.children.discard(slot.sub_id)
             del self.slots[slot.short_name]
             self.deleted.append(self.name_of(slot))
+            self.touch(parent)
         else:
+            self.touch(slot)
             slot.capability = self.ids.next()
             self.registry[slot.capability] = (self, slot.short_name)
             slot.set_state(DRAINED if self.drain is not None else UNCLAIMED,
@@ -483,6 +490,20 @@ class Machine:
 
     def all_ads(self, now: float) -> list[dict[str, Any]]:
         return [self.slot_ad(s, now) for s in self.slots.values()]
+
+    def touch(self, *slots: Slot) -> None:
+        self.touched.update(s.short_name for s in slots)
+
+    @property
+    def due(self) -> bool:
+        """Has an ad the collector has not seen."""
+        return self.dirty or bool(self.touched) or bool(self.deleted)
+
+    def due_ads(self, now: float) -> list[dict[str, Any]]:
+        """The ads of what changed since the last update (every slot's if the machine is dirty)."""
+        if self.dirty:
+            return self.all_ads(now)
+        return [self.slot_ad(self.slots[n], now) for n in sorted(self.touched) if n in self.slots]
 
 
 class Startd:

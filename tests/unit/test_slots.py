@@ -266,3 +266,42 @@ def test_static_slot_ad_offers_a_new_claim_id_once_claimed():
     out = claim(m, s)
     after = m.slot_ad(s, NOW)["Capability"]
     assert after not in (before, out.claim_id)
+
+
+def _due(m, now=NOW):
+    names = [a["Name"] for a in m.due_ads(now)]
+    m.dirty = False
+    m.touched.clear()
+    return names
+
+
+def test_an_update_carries_only_the_slots_that_changed():
+    """As HTCondor's startd updates only the resource that changed: a claim sends the p-slot
+    (its free resources) and the new dynamic slot, an activation and a job's end only that
+    dynamic slot, a release the p-slot and the dynamic slot's name to invalidate; a machine
+    marked dirty (a drain, a preemption) sends every slot."""
+    m = pslot_startd().machines["host"]
+    p = m.slots["slot1"]
+    assert _due(m) == ["slot1@host"] and not m.due
+    claim(m, p)
+    claim(m, p)
+    assert m.due and _due(m) == ["slot1@host", "slot1_1@host", "slot1_2@host"]
+    d = m.slots["slot1_2"]
+    m.activate(d, job(), NOW + 5)
+    assert _due(m) == ["slot1_2@host"]
+    m.finish_job(d, NOW + 65)
+    assert _due(m) == ["slot1_2@host"]
+    m.release(d, NOW + 70, "done")
+    assert m.due and m.deleted == ["slot1_2@host"]
+    assert _due(m) == ["slot1@host"]
+    m.dirty = True
+    assert _due(m) == ["slot1@host", "slot1_1@host"]
+
+
+def test_a_static_slots_claim_touches_only_that_slot():
+    m = static_startd().machines["host"]
+    _due(m)
+    out = claim(m, m.slots["slot1"])
+    assert out.ok and _due(m) == ["slot1@host"]
+    m.release(m.slots["slot1"], NOW + 1, "done")
+    assert _due(m) == ["slot1@host"]
