@@ -52,6 +52,7 @@ _DROP_STRUCTURAL = str.maketrans("", "", _STRUCTURAL)
 _WORD_OPERATOR = re.compile(r"(?i)\bis(?:nt)?\b")
 # Literals the lexer would read wrongly: 19+ digits, a 3+ digit exponent, 0x...
 _ODD_NUMBER = re.compile(r"\d{19}|[eE][+-]?\d{3}|\d[xX]")
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?', re.DOTALL)   # a string literal, as _TOKEN reads one
 
 _TOKEN = re.compile(r"""
     "(?:[^"\\]|\\.)*"?              # string literal (skipped)
@@ -133,8 +134,14 @@ def problem(text: str, *, ad: bool = False, limits: ClassAdLimits | None = None)
         return f"{len(text):,} characters, more than the limit of {size:,} (see {knob})"
     # Fast path: if every structural character (and every `is`) added a level, the
     # text would still be shallow enough, and no number looks odd: nothing to scan.
-    structural = len(text) - len(text.translate(_DROP_STRUCTURAL))
-    if structural < lim.max_depth and _ODD_NUMBER.search(text) is None:
-        if structural + len(_WORD_OPERATOR.findall(text)) < lim.max_depth:
+    # String literals count for nothing in the scan, so they are blanked first (a claim
+    # id's hex secret looks like an exponent), where they are found exactly as the scan
+    # finds them: with no quoted attribute name and no comment, a '"' can only open one.
+    bare = text
+    if '"' in text and "'" not in text and "//" not in text and "/*" not in text:
+        bare = _STRING.sub('""', text)
+    structural = len(bare) - len(bare.translate(_DROP_STRUCTURAL))
+    if structural < lim.max_depth and _ODD_NUMBER.search(bare) is None:
+        if structural + len(_WORD_OPERATOR.findall(bare)) < lim.max_depth:
             return None
     return scan(text, lim.max_depth)

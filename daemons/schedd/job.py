@@ -167,8 +167,8 @@ class Job:
     @reserved.setter
     def reserved(self, value: bool) -> None:
         was, self._reserved = self._reserved, value
-        if was != value and self.queue is not None and self.queue.listener is not None:
-            self.queue.listener.job_changed(self, was)
+        if was != value and self.queue is not None:
+            self.queue.reserved_changed(self, was)
 
     @property
     def attrs(self) -> JobAttrs:

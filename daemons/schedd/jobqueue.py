@@ -55,6 +55,10 @@ class JobQueue:
         # partitionable slot's leftover used to scan and sort all of a submitter's jobs).
         self._idle_keys: dict[str, list[tuple[int, int, int]]] = {}
         self._idle_jobs: dict[tuple[int, int, int], Job] = {}
+        # The same keys less the reserved jobs' (matched, their claims on the way): what a
+        # claim may still take. After a cycle of thousands of matches every leftover claim
+        # used to walk past all of them first.
+        self._free_keys: dict[str, list[tuple[int, int, int]]] = {}
         # Told of every change to the idle order and of every job whose autocluster id is
         # dropped (requests.RequestLists), so request lists need not be rebuilt each cycle.
         self.listener = None
@@ -91,6 +95,8 @@ class JobQueue:
         if add:
             bisect.insort(keys, key)
             self._idle_jobs[key] = job
+            if not job.reserved:
+                self._free(submitter, key, True)
             return
         i = bisect.bisect_left(keys, key)
         if i < len(keys) and keys[i] == key:
@@ -98,11 +104,31 @@ class JobQueue:
         self._idle_jobs.pop(key, None)
         if not keys:
             del self._idle_keys[submitter]
+        self._free(submitter, key, False)
+
+    def _free(self, submitter: str, key: tuple[int, int, int], free: bool) -> None:
+        keys = self._free_keys.setdefault(submitter, [])
+        i = bisect.bisect_left(keys, key)
+        there = i < len(keys) and keys[i] == key
+        if free and not there:
+            keys.insert(i, key)
+        elif not free and there:
+            del keys[i]
+        if not keys:
+            del self._free_keys[submitter]
+
+    def reserved_changed(self, job: Job, was: bool) -> None:
+        """Job.reserved changed: an idle job leaves or rejoins what claims may take."""
+        entry = self._idle_entry(job)
+        if entry is not None and self._idle_jobs.get(entry[1]) is job:
+            self._free(entry[0], entry[1], not job.reserved)
+        if self.listener is not None:
+            self.listener.job_changed(job, was)
 
     def idle_in_order(self, submitter: str) -> Iterator[Job]:
-        """The submitter's idle jobs in priority order (reserved ones included: the caller
-        skips those). Do not change the queue while iterating."""
-        for key in self._idle_keys.get(submitter, ()):
+        """The submitter's idle jobs that are not reserved, in priority order. Do not change
+        the queue while iterating."""
+        for key in self._free_keys.get(submitter, ()):
             yield self._idle_jobs[key]
 
     def idle_items(self, submitter: str) -> Iterator[tuple[tuple[int, int, int], Job]]:

@@ -1,10 +1,13 @@
 """core/limits.py: text that would crash classad2, or be misread by it, never reaches it."""
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from daemons.core import ads, limits
 from daemons.core.limits import ClassAdLimits, problem
@@ -77,3 +80,35 @@ def test_parse_expr_and_parse_ad_apply_the_bounds():
             ads.parse_expr(chain(10) + " + 7", "x")
     finally:
         limits.configure(ClassAdLimits())
+
+
+def test_string_literals_do_not_send_an_ad_to_the_full_scan(monkeypatch):
+    """A slot ad's claim id carries a hex secret ("...#9d7e752924...") that looks like an
+    odd exponent: with its strings blanked, the cheap bound answers and the scan is skipped."""
+    text = ('[ Name = "slot1_1@vm-0001"; Capability = "<127.0.0.1:9618>#1000000000#3#9d7e752924f1"; '
+            'Cpus = 1; Start = true; Requirements = START && (TARGET.RequestCpus <= Cpus) ]')
+    assert limits._ODD_NUMBER.search(text) is not None
+
+    def no_scan(*_):
+        raise AssertionError("the full scan ran")
+    monkeypatch.setattr(limits, "scan", no_scan)
+    assert problem(text, ad=True) is None
+
+
+_PIECES = st.sampled_from(['"', "'", "\\", "//", "/*", "*/", "\n", "(", ")", "[", "]", "{", "}", ";", ",",
+                           "+", "1", "1e400", "e999", "0x1", "99999999999999999999", "is", "x", " ", ".", "=="])
+
+
+@given(st.lists(_PIECES, max_size=60), st.integers(1, 12))
+@settings(max_examples=3000, deadline=None)
+def test_the_fast_path_passes_nothing_too_deep_or_misread(pieces, depth):
+    """What the fast path (over blanked strings) lets through, the scan finds neither too
+    deep nor holding a number classad2 would misread. (The scan also refuses a token such
+    as `1is` that classad2 simply fails to parse; the fast path never looked for those.)"""
+    text = "".join(pieces)
+    if problem(text, limits=ClassAdLimits(max_depth=depth)) is None:
+        found = limits.scan(text, depth)
+        if found is not None:
+            assert found.endswith("is not a number ClassAd can read"), found
+            token = ast.literal_eval(found[:-len(" is not a number ClassAd can read")])
+            assert limits._ODD_NUMBER.search(token) is None, found
