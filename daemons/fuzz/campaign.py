@@ -125,7 +125,9 @@ async def run_pool(tally: T.Tally, fuzzer, cls: str, budget_s: float, seed: int,
     deadline = time.monotonic() + budget_s
     targets = rpc_targets()
     n = 0
-    while time.monotonic() < deadline:
+    # At least one input whatever the budget: drawing the first batch can take longer than
+    # a small budget on a loaded machine, and a class tried not at all proves nothing.
+    while n == 0 or time.monotonic() < deadline:
         if cls == "submit":
             batch = await asyncio.to_thread(draw_batch, S.submit_file(), 40, seed)
         elif cls == "classad":
@@ -144,7 +146,7 @@ async def run_pool(tally: T.Tally, fuzzer, cls: str, budget_s: float, seed: int,
             batch = await asyncio.to_thread(draw_batch, S.config_file(), 10, seed)
         seed += 1
         for x in batch:
-            if time.monotonic() >= deadline:
+            if n > 0 and time.monotonic() >= deadline:
                 break
             n += 1
             if cls == "submit":

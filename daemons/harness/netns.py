@@ -71,6 +71,14 @@ def unavailable() -> str | None:
     return None
 
 
+def faults_unavailable() -> str | None:
+    """Why network faults (iptables rules inside a host) cannot be made here, or None."""
+    why = unavailable()
+    if why is None and shutil.which("iptables") is None:
+        why = "iptables is not installed (apt-get install iptables)"
+    return why
+
+
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     r = subprocess.run(["ip", *args], capture_output=True, text=True)
     if check and r.returncode != 0:

@@ -289,6 +289,7 @@ class StartdDaemon(ReportsMixin, Daemon):
         assert self.model is not None
         # Leases first: a claim we hold must not wait for anything to be renewed.
         unknown = self.model.keepalive(claim_ids, schedd_address, self.clock.now())
+        self._schedd_heard.set()
         if unknown:
             await self._deliver_news_of(set(unknown), schedd_address)
             # News that could not be delivered yet (a report still on its way to a busy

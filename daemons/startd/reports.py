@@ -51,6 +51,7 @@ class ReportsMixin:
         self._in_flight: set[int] = set()                   # id() of the events a call carries now
         self._flight_done = asyncio.Event()                  # set (and replaced) when such a call ends
         self._events_wake = asyncio.Event()
+        self._schedd_heard = asyncio.Event()                 # a schedd called us: retry delivery now
         self.reports_sent = 0
 
     def _queue_event(self, ev: JobEvent) -> None:
@@ -88,8 +89,14 @@ class ReportsMixin:
             while self._events:
                 ok, sent = await self._deliver_pending()
                 if not ok:
-                    await asyncio.sleep(backoff)
-                    backoff = min(EVENT_RETRY_MAX_WALL_S, backoff * 2)
+                    # A schedd that calls us (a keepalive) is up again: retry at once instead of
+                    # sleeping out a backoff that may be hundreds of pool seconds long by now.
+                    self._schedd_heard.clear()
+                    try:
+                        await asyncio.wait_for(self._schedd_heard.wait(), timeout=backoff)
+                        backoff = 0.05
+                    except asyncio.TimeoutError:
+                        backoff = min(EVENT_RETRY_MAX_WALL_S, backoff * 2)
                     continue
                 backoff = 0.05
                 if not sent and self._events:
@@ -146,10 +153,18 @@ class ReportsMixin:
         self._events = [(e, q) for e, q in self._events if id(e) not in ids]
         self.reports_sent += 1
 
+    def _news_wait_s(self) -> float:
+        """Wall seconds a keepalive may wait on news delivery: a small part of a claim lease.
+        The schedd gives up a claim whose keepalive goes unanswered for a lease, and at a
+        high time scale a lease is a fraction of a wall second; news not delivered in time
+        keeps its claim from being called gone, and the next keepalive tries again."""
+        return min(EVENT_RETRY_MAX_WALL_S, self.cfg.claim_lease_s / max(self.clock.scale, 1e-9) / 6)
+
     async def _deliver_news_of(self, claim_ids: set[str], address: str) -> None:
         """Before a keepalive says these claims are gone: deliver what is queued about them."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + EVENT_RETRY_MAX_WALL_S
+        budget = self._news_wait_s()
+        deadline = loop.time() + budget
         # News of these claims on its way already (a batch of the delivery loop): let it end.
         while any(id(e) in self._in_flight for e, _ in self._events if e.claim_id in claim_ids):
             left = deadline - loop.time()
@@ -166,7 +181,7 @@ class ReportsMixin:
             # The schedd is calling us, so it is up: wait for the channel to reconnect to it.
             for batch in batches(mine, MAX_EVENTS_PER_REPORT):
                 await asyncio.wait_for(self._send_tracked(address, batch, wait_for_ready=True),
-                                       timeout=EVENT_RETRY_MAX_WALL_S)
+                                       timeout=max(0.01, deadline - loop.time()))
         except Exception as e:
             self.log.info("could not deliver %d job event(s) to the schedd at %s with its keepalive: %s", len(mine),
                           address, describe(e))

@@ -11,7 +11,7 @@ from daemons.harness import netns
 
 from .conftest import FAST, PSLOT, SLEEP, attr, htcpool, wait_jobs, wait_slots
 
-WHY = netns.unavailable()
+WHY = netns.faults_unavailable()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=f"namespace harness: {WHY}")
 
 HOSTS = ("collector", "negotiator", "schedd", "startd1", "startd2")

@@ -9,7 +9,7 @@ from daemons.harness import netns
 
 from .conftest import wait_until
 
-WHY = netns.unavailable()
+WHY = netns.faults_unavailable()
 pytestmark = pytest.mark.skipif(WHY is not None, reason=f"namespace harness: {WHY}")
 
 
