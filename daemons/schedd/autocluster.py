@@ -240,6 +240,18 @@ class Autoclusterer:
             lowered = frozenset(("clusterid", "procid"))
             key: tuple = (job.cluster, job.proc)
         else:
+            # Jobs of one cluster that have no significant attribute of their own (the jobs of
+            # one `queue N`, mostly) share their cluster's signature: worked out once per cluster.
+            cad = getattr(job, "cad", None)
+            memo = cad.ac_memo if cad is not None else None
+            if memo is not None and memo[0] == self.generation and memo[1] == cad.version:
+                attrs = memo[3]
+                own = job.own
+                if (not own or own.keys().isdisjoint(attrs)) and cad.derived.keys().isdisjoint(attrs):
+                    job.ac_id, job.ac_attrs, job.ac_attrs_lower, job.ac_generation = \
+                        memo[2], attrs, memo[4], self.generation
+                    self.ids_assigned += 1
+                    return memo[2]
             base = self.base_list()
             base_values = job.values(base)
             extra = self._expansion(base, base_values)
@@ -252,6 +264,12 @@ class Autoclusterer:
             self._next_id += 1
             self._ids[key] = ac
         job.ac_id, job.ac_attrs, job.ac_attrs_lower, job.ac_generation = ac, attrs, lowered, self.generation
+        if self.cfg.enabled:
+            cad = getattr(job, "cad", None)
+            own = job.own if cad is not None else None
+            if cad is not None and (not own or own.keys().isdisjoint(attrs)) \
+                    and cad.derived.keys().isdisjoint(attrs):
+                cad.ac_memo = (self.generation, cad.version, ac, attrs, lowered)
         self.ids_assigned += 1
         self.assign_seconds += time.perf_counter() - t0
         return ac

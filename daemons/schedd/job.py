@@ -30,7 +30,7 @@ class ClusterAd:
     later) and looks the rest up here, so 100,000 jobs of one `queue 100000` hold one
     copy of their common attributes, in memory and in the log.
     """
-    __slots__ = ("cluster", "attrs", "derived", "procs", "born", "_text")
+    __slots__ = ("cluster", "attrs", "derived", "procs", "born", "_text", "version", "ac_memo")
 
     def __init__(self, cluster: int) -> None:
         self.cluster = cluster
@@ -44,10 +44,16 @@ class ClusterAd:
         # (submitter, Owner, JobStatus, RequestCpus, -JobPrio); None: not yet worked out.
         self.born: tuple[str, str, int, int, int] | None = None
         self._text: tuple[str, bool] | None = None
+        self.version = 0          # bumped by every change of the cluster's attributes
+        # The autocluster of a job that takes every significant attribute from the cluster
+        # (autocluster.Autoclusterer.assign): (generation, version, id, attrs, lowered).
+        self.ac_memo: tuple | None = None
 
     def changed(self) -> None:
         self.born = None
         self._text = None
+        self.version += 1
+        self.ac_memo = None
 
     def text(self) -> tuple[str, bool]:
         """The attributes as ad text without brackets, printed once for every job of the

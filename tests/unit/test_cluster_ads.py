@@ -126,3 +126,55 @@ def test_a_job_whose_number_is_not_its_cluster_s_pattern_keeps_its_own():
     q.apply(JobQueue.set_lines(q.get("4.2"), {"GlobalJobId": None}))     # deleted: hidden, not made again
     assert "GlobalJobId" not in q.get("4.2").attrs and q.get("4.2").attrs["ProcId"] == "2"
     assert whole(replayed(q.state_lines())) == whole(q)
+
+
+# ---- autocluster ids worked out once per cluster --------------------------------------
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from daemons.schedd.autocluster import Autoclusterer  # noqa: E402
+
+_SUBMITS = ("cmd = /bin/sleep\nrequest_memory = 100\nqueue 4\n",
+            "cmd = /bin/sleep\nrequest_memory = $(Process)\nqueue 3\n",
+            "cmd = /bin/sleep\nrequest_memory = 100\nqueue 2\nrequest_memory = 200\nqueue 2\n",
+            "cmd = /bin/sleep\n+Department = \"physics\"\nrequirements = TARGET.Department =?= MY.Department\n"
+            "queue 3\n")
+# (job or cluster, attribute, value): edits after the submit, significant or not.
+_EDITS = st.lists(st.tuples(st.sampled_from(["7.0", "7.1", "7.-1", "8.0", "8.2", "8.-1"]),
+                            st.sampled_from(["RequestMemory", "Department", "Args", "ProcId", "Foo"]),
+                            st.sampled_from(["100", "200", '"physics"', '"x"', "MY.Foo + 1"])),
+                  max_size=6)
+
+
+def _partition(q: JobQueue, ids: dict) -> set[frozenset]:
+    groups: dict[int, set] = {}
+    for key, ac in ids.items():
+        groups.setdefault(ac, set()).add(key)
+    return {frozenset(g) for g in groups.values()}
+
+
+@given(st.lists(st.sampled_from(_SUBMITS), min_size=1, max_size=3), _EDITS,
+       st.sampled_from([[], ["Department"], ["Foo", "Department"]]))
+@settings(max_examples=200, deadline=None)
+def test_a_clusters_shared_autocluster_equals_each_jobs_own(submits, edits, negotiator_attrs):
+    """Jobs that take every significant attribute from their cluster share one worked-out
+    id (ClusterAd.ac_memo); the grouping is the one each job's own signature gives."""
+    q = JobQueue("example.org")
+    for i, text in enumerate(submits):
+        q.submit_transaction(build_cluster(parse_submit(text), CTX), 7 + i)
+    q.apply([txlog.op_set(k, a, v) for k, a, v in edits
+             if k.split(".")[0] in {str(c) for c in q.clusters} and (k.endswith("-1") or q.get(k))])
+    memo = Autoclusterer(canon=q.canonical)
+    memo.update_negotiator_attrs(negotiator_attrs)
+    plain = Autoclusterer(canon=q.canonical)
+    plain.update_negotiator_attrs(negotiator_attrs)
+    with_memo, without = {}, {}
+    for key, job in q.jobs.items():
+        with_memo[key] = memo.assign(job)
+    for key, job in q.jobs.items():
+        job.forget_autocluster()
+        if job.cad is not None:
+            job.cad.ac_memo = None
+        without[key] = plain.assign(job)
+        if job.cad is not None:
+            job.cad.ac_memo = None
+    assert _partition(q, with_memo) == _partition(q, without)
