@@ -57,7 +57,8 @@ MIN_STARTDS = 3                      # one per machine class
 JOB_DURATION_S = 86400               # a matched slot stays busy for the rest of the run
 SUBMITS_IN_FLIGHT = 4
 CYCLE_TIMEOUT_MIN_S = 120.0
-PHASES = ("query", "parse", "accounting", "significant", "group", "prefetch", "negotiate")   # the cycle record's
+PHASES = ("query", "parse", "accounting", "significant", "group", "prefetch", "negotiate",
+          "session_write", "session_read", "session_serve")   # the cycle record's
 
 POOL_CONFIG = """\
 # htcpool bench negotiator

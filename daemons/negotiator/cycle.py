@@ -132,8 +132,9 @@ class Session:
                         "SubmitterGroupQuota": g.quota})
         return out
 
-    def serve(self, request_id: str, ad: classad2.ClassAd, count: int) -> None:
-        """Match one resource request as often as it asks; outcomes and log lines collect in order."""
+    def serve(self, request_id: str, ad: classad2.ClassAd, count: int, text: str | None = None) -> None:
+        """Match one resource request as often as it asks; outcomes and log lines collect in order.
+        `text`: the ad's text, if it was parsed from one (its attributes are read from it)."""
         if self.stopped:
             return
         cyc, counts, lim = self.cycle, self.cycle.counts, self.limits
@@ -143,8 +144,16 @@ class Session:
         counts.autoclusters.add(ac)
         if ac in self.rejected:
             return  # a later request of an autocluster that already failed this session
-        for k, v in self.request_attrs().items():
+        added = self.request_attrs()
+        for k, v in added.items():
             ad[k] = v
+        items = None
+        if text is not None:
+            split = ads.split_ad_text(text)
+            if split is not None:
+                items = {k.lower(): v for k, v in split}
+                items.pop("currenttime", None)
+                items.update((k.lower(), ads.literal(v)) for k, v in added.items())
         limits = ads.get(ad, "ConcurrencyLimits")
         limits = limits if isinstance(limits, str) else ""
         count = max(1, count)
@@ -168,7 +177,7 @@ class Session:
                 rejection = Rejection(f"concurrency limit {', '.join(exceeded)} reached")
             elif limits or cyc.policy.depth_first:
                 # Each match moves a limit counter or the depth-first count: one at a time.
-                result = cyc.mm.match(ad, limits=lim, submitter=self.name, only_startd_rank=only_rank)
+                result = cyc.mm.match(ad, limits=lim, submitter=self.name, only_startd_rank=only_rank, items=items)
                 if isinstance(result, Match):
                     found = [result]
                 else:
@@ -176,7 +185,7 @@ class Session:
             else:
                 # One evaluation of the slot groups serves the rest of the request.
                 found, rejection = cyc.mm.match_many(ad, count - i, limits=lim, submitter=self.name,
-                                                     only_startd_rank=only_rank)
+                                                     only_startd_rank=only_rank, items=items)
                 counts.considered += max(0, len(found) - 1)
             for m in found:
                 self.lines.append(f"    Request {job}:  autocluster {ac} (request count {i + 1} of {count})")

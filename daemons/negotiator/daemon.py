@@ -462,7 +462,12 @@ class NegotiatorDaemon(Daemon):
         if batch is not None and not batch.requests:
             session.no_more()    # the prefetch found no idle job: nothing to ask the schedd
             return session.result()
+        # Where the session's wall time goes (the cycle record's "session_*" figures): writing
+        # to the stream, waiting for the schedd's requests, and matching them.
+        spent = rec.phases
+        clock = time.perf_counter
         try:
+            t = clock()
             await call.write(self._start(session.name, rec, prefetched=len(batch.requests) if batch else 0))
             while not session.stopped:
                 if batch is None:
@@ -471,21 +476,33 @@ class NegotiatorDaemon(Daemon):
                     await out.flush(call, session)
                     await call.write(schedd_pb2.NegotiatorMessage(
                         send_requests=schedd_pb2.SendRequests(max_requests=self.cfg.request_list_size)))
+                    t1 = clock()
+                    spent["session_write"] = spent.get("session_write", 0.0) + t1 - t
                     reply = await call.read()
+                    t = clock()
+                    spent["session_read"] = spent.get("session_read", 0.0) + t - t1
                     if reply is grpc.aio.EOF or reply.WhichOneof("msg") != "requests":
                         raise ScheddError("the schedd ended the negotiation without sending its requests")
                     batch = reply.requests
+                else:
+                    t1 = clock()
+                    spent["session_write"] = spent.get("session_write", 0.0) + t1 - t
+                    t = t1
                 for req in batch.requests:
                     if session.stopped:
                         break
                     ad = ads.parse_ad(req.ad.text, f"resource request {req.request_id}")
-                    session.serve(req.request_id, ad, req.count)
+                    session.serve(req.request_id, ad, req.count, req.ad.text)
+                t1 = clock()
+                spent["session_serve"] = spent.get("session_serve", 0.0) + t1 - t
+                t = t1
                 if batch.no_more or not batch.requests:
                     if not batch.requests:
                         session.no_more()
                     break
                 batch = None
             await out.flush(call, session)
+            spent["session_write"] = spent.get("session_write", 0.0) + clock() - t
         except asyncio.CancelledError:
             raise
         except Exception as e:

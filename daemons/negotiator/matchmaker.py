@@ -218,9 +218,12 @@ class Matchmaker:
         """Every slot still in play that could be matched, in name order."""
         return sorted((c for g in self.groups for c in g.members), key=lambda c: c.order)
 
-    def _request_is_slow(self, request: classad2.ClassAd) -> bool:
+    def _request_is_slow(self, request: classad2.ClassAd, items: dict[str, str] | None = None) -> bool:
         """True if the request looks at an instance attribute of the slot (TARGET.Name, ...)."""
-        texts = tuple(str(request.lookup(a)) if a in request else "" for a in ("Requirements", "Rank"))
+        if items is not None:
+            texts = (items.get("requirements", ""), items.get("rank", ""))
+        else:
+            texts = tuple(str(request.lookup(a)) if a in request else "" for a in ("Requirements", "Rank"))
         key = (texts[0], texts[1])
         slow = self._slow_requests.get(key)
         if slow is None:
@@ -311,24 +314,30 @@ class Matchmaker:
             value = entry[1] = rank_value(ads.evaluate(tree, c.ad, request))
         return value
 
-    def _begin_request(self, request: classad2.ClassAd) -> None:
+    def _begin_request(self, request: classad2.ClassAd, items: dict[str, str] | None) -> None:
         request["CurrentTime"] = int(self.now)
         if self._pre is not None or self._post is not None:
-            self._request_names = frozenset(k.lower() for k in request.keys())
+            self._request_names = frozenset(items).union(("currenttime",)) if items is not None \
+                else frozenset(k.lower() for k in request.keys())
 
     # ---- matching ----------------------------------------------------------------------
     def match(self, request: classad2.ClassAd, used: float = 0.0, allowed: float = float("inf"), *,
               limits: SpinLimits | None = None, submitter: str = "",
-              only_startd_rank: bool = False) -> Match | Rejection:
+              only_startd_rank: bool = False, items: dict[str, str] | None = None) -> Match | Rejection:
         """The best slot for one request; `used`/`allowed` are the submitter's limit this spin."""
         found, rejection = self.match_many(request, 1, used, allowed, limits=limits, submitter=submitter,
-                                           only_startd_rank=only_startd_rank)
+                                           only_startd_rank=only_startd_rank, items=items)
         return found[0] if found else (rejection or Rejection(NO_MATCH))
 
     def match_many(self, request: classad2.ClassAd, count: int, used: float = 0.0,
                    allowed: float = float("inf"), *, limits: SpinLimits | None = None, submitter: str = "",
-                   only_startd_rank: bool = False) -> tuple[list[Match], Rejection | None]:
+                   only_startd_rank: bool = False, items: dict[str, str] | None = None
+                   ) -> tuple[list[Match], Rejection | None]:
         """Up to `count` matches for one request, the same slots `count` calls of match() pick.
+
+        `items`: the request's attributes as {lower-case name: expression text}, every one
+        of them (CurrentTime aside), when the caller has them from the ad's text: reading
+        names and texts back from the parsed ad costs more than matching it.
 
         `limits` (or `used`/`allowed` for both of its limits) is charged for each match.
         `only_startd_rank`: the submitter is over its limit on the first spin, so only a
@@ -341,14 +350,14 @@ class Matchmaker:
         """
         lim = limits if limits is not None else SpinLimits(allowed, allowed, used, used)
         out: list[Match] = []
-        self._begin_request(request)
+        self._begin_request(request, items)
         rank_of_job = job_rank(request)
-        slow = self._request_is_slow(request)
+        slow = self._request_is_slow(request, items)
         pre = self.preemption
         # Members of a group score alike, and taking slots changes no one's score: each
         # group is evaluated once per call (a consumption policy's slot changes: each time).
         verdicts: dict[tuple, Any] = {}
-        sig = self._signature(request) if not slow else None
+        sig = self._signature(request, items) if not slow else None
         shared = self._by_signature.get(sig) if sig is not None else None
         if shared is None:
             shared = ({}, {}, {})
@@ -437,13 +446,22 @@ class Matchmaker:
                 return out, Rejection(NO_MATCH)
         return out, None
 
-    def _signature(self, request: classad2.ClassAd) -> tuple | None:
+    def _signature(self, request: classad2.ClassAd, items: dict[str, str] | None = None) -> tuple | None:
         """What a slot or a policy can see of a request: the texts of its significant
         attributes, of its Requirements, Rank and ConcurrencyLimits, of what the negotiator
-        added (Submitter*), and of every attribute of its own these refer to."""
+        added (Submitter*), and of every attribute of its own these refer to. (Texts as
+        written or as classad2 prints them: a key of a cache, where a different spelling of
+        one expression costs only a miss.)"""
         if self.significant is None:
             return None
-        present = {k.lower(): k for k in request.keys()}
+        if items is not None:
+            present = items
+            text_of = items.__getitem__
+        else:
+            present = {k.lower(): k for k in request.keys()}
+
+            def text_of(n: str) -> str:
+                return str(request.lookup(present[n]))
         wanted = [n for n in present if n in self.significant or n in _ALWAYS_SIGNIFICANT or n.startswith(
             ("submitter", "submittor"))]
         seen: dict[str, str] = {}
@@ -451,7 +469,7 @@ class Matchmaker:
             n = wanted.pop()
             if n in seen:
                 continue
-            text = str(request.lookup(present[n]))
+            text = text_of(n)
             seen[n] = text
             for q, name in self.refs.of(text):
                 low = name.lower()

@@ -185,3 +185,36 @@ def test_slots_that_differ_only_in_their_expected_draining_times_are_one_group_u
         req = request(1, 1024, rank=rank)
         got = mm.match(classad2.ClassAd(repr(req)))
         assert isinstance(got, Match) and got.slot_name == brute_force(slots, MatchPolicy(), req), rank
+
+
+def test_a_requests_attributes_read_from_its_text_give_the_same_matches():
+    """The negotiator reads a request's names and texts from the ad's text (`items`) rather
+    than back from classad2: the matches are those of the parsed ad alone."""
+    from daemons.core import ads
+    from daemons.negotiator.significant import SignificantAttributes
+    from daemons.negotiator.slotads import SlotCache as Cache
+    for seed in range(10):
+        rng = random.Random(700 + seed)
+        slots = _pool(rng)
+        hosts = sorted({s.eval("Machine") for s in slots})
+        for policy in (MatchPolicy(), MatchPolicy(PRE, POST)):
+            made = []
+            for _ in range(2):
+                cache = Cache()
+                views = [cache.view(repr(s), classad2.ClassAd(repr(s))) for s in slots]
+                sig = SignificantAttributes().compute_views(views, [policy.pre_job_rank, policy.post_job_rank], "")
+                made.append(Matchmaker.from_views(views, policy, 1000.0, cache, significant=sig))
+            from_text, from_ad = made
+            reqs = _requests(rng, hosts)
+            for req in reqs[:10] + reqs[:10]:
+                for args in ("a", "b"):
+                    r = classad2.ClassAd(repr(req))
+                    r["Args"] = args
+                    text = ads.one_line(repr(r))
+                    items = {k.lower(): v for k, v in ads.split_ad_text(text)}
+                    count = rng.randint(1, 5)
+                    a, ra = from_text.match_many(ads.parse_ad(text), count, items=items)
+                    b, rb = from_ad.match_many(ads.parse_ad(text), count)
+                    assert [m.slot_name for m in a] == [m.slot_name for m in b], (seed, policy)
+                    assert (ra.reason if ra else None) == (rb.reason if rb else None)
+            assert from_text.evaluations == from_ad.evaluations
