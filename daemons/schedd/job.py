@@ -285,7 +285,9 @@ class Job:
         return classad2.ClassAd(ads.text_of_exprs(self.view() if private else self.public_view()))
 
     def text(self) -> str:
-        return ads.text_of_exprs(self.view())
+        """The whole ad's text, private attributes included (its cluster's part printed once
+        for the cluster: see ad_text)."""
+        return self.ad_text(True)
 
     def ad_text(self, private: bool, extra: dict[str, str] | None = None) -> str:
         """The text of view() (or public_view()) with `extra` set, as text_of_exprs prints
