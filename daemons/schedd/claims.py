@@ -7,6 +7,7 @@ moves to the history.
 """
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from dataclasses import replace
 from typing import Iterable
@@ -46,18 +47,48 @@ class ClaimsMixin:
         (CLAIM_RECYCLING_CONSIDER_LIMITS), or None if they are not considered."""
         return limits if self.cfg.claim_recycling_consider_limits else None
 
-    async def _claim_and_run(self, job: Job, claim_id: str, slot_ad_text: str, submitter: str,
-                             consumed: dict[str, int] | None = None, limits: str = "",
-                             slot_ad: classad2.ClassAd | None = None) -> None:
-        """Claim a matched slot and start the job; with MAX_PENDING_STARTD_CONTACTS, at most
-        that many at a time (the others wait their turn without costing anything). `limits`:
-        the concurrency limits the negotiator counted this match against ("" for leftovers,
-        which the negotiator never saw). `slot_ad`: the slot ad already parsed, if it is."""
-        if self._contacts is None:
-            await self._claim_and_run_now(job, claim_id, slot_ad_text, submitter, consumed, limits, slot_ad)
+    def _contact(self, job: Job, claim_id: str, slot_ad_text: str, submitter: str,
+                 consumed: dict[str, int] | None = None, limits: str = "",
+                 slot_ad: classad2.ClassAd | None = None) -> None:
+        """Claim a matched slot and start the job, in the background. With
+        MAX_PENDING_STARTD_CONTACTS the claims wait in one queue (HTCondor's startd contact
+        queue) and that many workers take them in order: a cycle's 50,000 matches are 50,000
+        queue entries, not 50,000 tasks waiting on a semaphore. `limits`: the concurrency
+        limits the negotiator counted this match against ("" for leftovers, which the
+        negotiator never saw). `slot_ad`: the slot ad already parsed, if it is."""
+        item = (job, claim_id, slot_ad_text, submitter, consumed, limits, slot_ad)
+        limit = self.cfg.max_pending_startd_contacts
+        if limit <= 0:
+            self.spawn(self._contact_one(item), f"schedd:claim:{job.id}")
             return
-        async with self._contacts:
-            await self._claim_and_run_now(job, claim_id, slot_ad_text, submitter, consumed, limits, slot_ad)
+        self._contact_queue.append(item)
+        while self._contact_workers < limit and self._contact_workers < len(self._contact_queue):
+            self._contact_workers += 1
+            self.spawn(self._contact_worker(), "schedd:contacts")
+
+    async def _contact_worker(self) -> None:
+        try:
+            while self._contact_queue:
+                item = self._contact_queue.popleft()
+                try:
+                    await self._contact_one(item)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:   # one claim's failure is that claim's, not the queue's
+                    item[0].reserved = False
+                    self.note_error("schedd:claim", e, f"claiming a slot for job {item[0].id} failed: {describe(e)}")
+        finally:
+            self._contact_workers -= 1
+
+    async def _contact_one(self, item: tuple) -> None:
+        """One startd contact, counted while it is pending (the status page's startd_contacts)."""
+        counts = self.contact_counts
+        counts["pending"] += 1
+        counts["most_pending"] = max(counts["most_pending"], counts["pending"])
+        try:
+            await self._claim_and_run_now(*item)
+        finally:
+            counts["pending"] -= 1
 
     async def _claim_and_run_now(self, job: Job, claim_id: str, slot_ad_text: str, submitter: str,
                                  consumed: dict[str, int] | None = None, limits: str = "",
@@ -117,7 +148,7 @@ class ClaimsMixin:
             return
         job.reserved = True
         job.matched_at = 0.0   # no match of its own: not counted in the activation delays
-        await self._claim_and_run(job, claim_id, leftover_text, submitter, slot_ad=slot_ad)
+        self._contact(job, claim_id, leftover_text, submitter, slot_ad=slot_ad)
 
     async def _activate(self, claim: ScheddClaim, job: Job) -> None:
         """Start `job` on `claim`.

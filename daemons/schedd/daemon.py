@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -171,8 +171,10 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         self._advertised_submitters: set[str] = set()
         self.counters = defaultdict(int)
         self.activation_delay = DelayHistogram()   # match to running job, pool seconds
-        n = cfg.max_pending_startd_contacts
-        self._contacts: asyncio.Semaphore | None = asyncio.Semaphore(n) if n > 0 else None
+        # MAX_PENDING_STARTD_CONTACTS: claims waiting for a worker (claims.ClaimsMixin._contact).
+        self._contact_queue: deque = deque()
+        self._contact_workers = 0
+        self.contact_counts = {"pending": 0, "most_pending": 0}
         self.startd_calls = StartdCalls(self._startd, self.log, cfg.batch_claims)
 
     def default_name(self) -> str:
@@ -373,7 +375,8 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
                                          known_signatures=self.ac.known_signatures),
                   "counters": dict(self.counters), "job_queue_log": str(self.cfg.job_queue_log),
                   "fsyncs": self.txlog.fsyncs, "commits": self.txlog.commits,
-                  "startd_claim_calls": dict(self.startd_calls.calls)})
+                  "startd_claim_calls": dict(self.startd_calls.calls),
+                  "startd_contacts": dict(self.contact_counts, queued=len(self._contact_queue))})
         return s
 
     def status_detail(self, name: str) -> Any | None:

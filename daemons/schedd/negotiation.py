@@ -103,8 +103,7 @@ class NegotiationMixin:
         job.reserved = True
         job.matched_at = self.clock.now()
         self.counters["matches"] += 1
-        self.spawn(self._claim_and_run(job, claim_id, slot_ad_text, session.submitter, consumed or None, limits),
-                   f"schedd:claim:{job.id}")
+        self._contact(job, claim_id, slot_ad_text, session.submitter, consumed or None, limits)
 
     def on_reject(self, session: NegotiationSession, request_id: str, reason: str) -> None:
         """Skip the rest of the autocluster this cycle; its jobs all carry the reason."""

@@ -1,6 +1,7 @@
 """MAX_PENDING_STARTD_CONTACTS: the schedd claims its matches a few at a time, and all of them."""
 from __future__ import annotations
 
+from daemons.cli.bench import status_page
 
 from .conftest import STATIC, PSLOT, SLEEP, attr, wait_jobs, wait_slots
 
@@ -13,6 +14,8 @@ async def test_one_startd_contact_at_a_time_still_runs_every_match(make_pool):
         await c.submit(SLEEP.format(seconds=400, n=10), "ten.sub", "alice")
         running = await wait_jobs(c, "JobStatus == 2", 10)
         assert len({attr(j, "RemoteHost") for j in running}) == 10
+        contacts = status_page(pool.daemons["schedd"].info["status_url"])["startd_contacts"]
+        assert contacts["most_pending"] == 1 and contacts["pending"] == 0, contacts
     pslots = make_pool("NUM_CPUS = 4\nMAX_PENDING_STARTD_CONTACTS = 1\n" + PSLOT)
     async with pslots.client() as c:
         await wait_slots(c, 1)
