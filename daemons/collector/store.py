@@ -79,6 +79,9 @@ class AdStore:
     def __init__(self, default_lifetime_s: float) -> None:
         self.default_lifetime_s = default_lifetime_s
         self._ads: dict[tuple[str, str], StoredAd] = {}
+        # The same ads by lower-case MyType: a query of the negotiator's or the schedds' few
+        # ads must not walk 50,000 slot ads (it did, for every query, several a second).
+        self._by_type: dict[str, dict[tuple[str, str], StoredAd]] = {}
         self._interner = compact.Interner()
         self._canon = compact.Canon()
         self.updates_total = 0
@@ -109,7 +112,7 @@ class AdStore:
         lifetime = float(p.lifetime) if p.lifetime else self.default_lifetime_s
         layout, items = self._interner.compact(p.pairs, int(now))
         stored = StoredAd(sys.intern(p.my_type), p.name, layout, items, None, now, lifetime)
-        self._ads[_key(p.my_type, p.name)] = stored
+        self._put(_key(p.my_type, p.name), stored)
         self.updates_total += 1
         self.prepared_total += 1
         return stored
@@ -132,9 +135,33 @@ class AdStore:
             public = ads.without_private(ad)
             stored = StoredAd(sys.intern(my_type), name, None, None,
                               (full, full if public is ad else repr(public)), now, float(lifetime))
-        self._ads[_key(my_type, name)] = stored
+        self._put(_key(my_type, name), stored)
         self.updates_total += 1
         return stored
+
+    def _put(self, key: tuple[str, str], stored: StoredAd) -> None:
+        self._ads[key] = stored
+        kind = self._by_type.get(key[0])
+        if kind is None:
+            kind = self._by_type[key[0]] = {}
+        kind[key] = stored
+
+    def _pop(self, key: tuple[str, str]) -> StoredAd | None:
+        stored = self._ads.pop(key, None)
+        if stored is not None:
+            kind = self._by_type.get(key[0])
+            if kind is not None:
+                kind.pop(key, None)
+                if not kind:
+                    del self._by_type[key[0]]
+        return stored
+
+    def _of_type(self, my_type: str) -> Iterable[StoredAd]:
+        """The ads a query or invalidation of `my_type` looks at ("", Any: every ad)."""
+        if my_type in ("", "Any", "any"):
+            return list(self._ads.values())
+        kind = self._by_type.get(my_type.lower())
+        return list(kind.values()) if kind else []
 
     # ---- invalidation, queries, expiry -------------------------------------------------------
     def invalidate(self, my_type: str, names: Iterable[str] = (),
@@ -144,32 +171,28 @@ class AdStore:
         doomed = []
         if constraint is not None:
             c = compact.Constraint(constraint)
-            for key, stored in self._ads.items():
+            for stored in self._of_type(my_type):
                 if check is not None:
                     check()
-                if self._type_matches(stored, my_type) and stored.matches(c):
-                    doomed.append(key)
+                if stored.matches(c):
+                    doomed.append(_key(stored.my_type, stored.name))
         removed = 0
         for n in names:
-            if self._ads.pop(_key(my_type, n), None) is not None:
+            if self._pop(_key(my_type, n)) is not None:
                 removed += 1
         for key in doomed:
-            if self._ads.pop(key, None) is not None:
+            if self._pop(key) is not None:
                 removed += 1
         self.invalidated_total += removed
         return removed
-
-    @staticmethod
-    def _type_matches(stored: StoredAd, my_type: str) -> bool:
-        return my_type in ("", "Any", "any") or stored.my_type.lower() == my_type.lower()
 
     def select(self, my_type: str, now: float, constraint: classad2.ExprTree | None = None,
                check: Callable[[], None] | None = None) -> list[StoredAd]:
         """The live ads of the type that the constraint selects (evaluated on public attributes)."""
         c = compact.Constraint(constraint) if constraint is not None else None
         out = []
-        for stored in self._ads.values():
-            if not self._type_matches(stored, my_type) or stored.expired(now):
+        for stored in self._of_type(my_type):
+            if stored.expired(now):
                 continue
             if c is not None:
                 if check is not None:
@@ -194,7 +217,7 @@ class AdStore:
     def expire(self, now: float) -> list[StoredAd]:
         gone = [s for s in self._ads.values() if s.expired(now)]
         for s in gone:
-            del self._ads[_key(s.my_type, s.name)]
+            self._pop(_key(s.my_type, s.name))
         self.expired_total += len(gone)
         if self._interner.needs_sweep():
             self._interner.sweep((s.layout, s.items) for s in self._ads.values() if s.items is not None)

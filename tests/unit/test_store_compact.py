@@ -243,3 +243,22 @@ def test_the_strict_split_takes_exactly_the_texts_the_plain_pattern_takes():
     texts += [ads.ad_text(slot_attrs(rng, i))[1:-1] for i in range(50)]
     for t in texts:
         assert ads._split_exactly(t) == ads._split_exactly(t, plain), t
+
+
+def test_queries_and_invalidations_by_type_see_only_that_type():
+    """The store indexes ads by MyType (case-insensitively): a query of one type, an
+    invalidation by name or by constraint, and expiry keep the index in step with the ads."""
+    from daemons.collector.store import AdStore
+    store = AdStore(100.0)
+    for i in range(5):
+        store.update(classad2.ClassAd(f'[ MyType = "Machine"; Name = "slot{i}"; Cpus = {i} ]'), 10.0)
+    store.update(classad2.ClassAd('[ MyType = "Negotiator"; Name = "neg"; ClassAdLifetime = 5 ]'), 10.0)
+    store.update(classad2.ClassAd('[ MyType = "Scheduler"; Name = "sched" ]'), 10.0)
+    assert sorted(s.name for s in store.select("negotiator", 11.0)) == ["neg"]
+    assert len(store.select("MACHINE", 11.0)) == 5 and len(store.select("Any", 11.0)) == 7
+    assert store.invalidate("Machine", names=["slot0"]) == 1
+    assert store.invalidate("machine", constraint=classad2.ExprTree("Cpus >= 3")) == 2
+    assert sorted(s.name for s in store.select("Machine", 11.0)) == ["slot1", "slot2"]
+    assert [s.name for s in store.expire(16.0)] == ["neg"]
+    assert store.select("Negotiator", 16.0) == [] and store.counts() == {"Machine": 2, "Scheduler": 1}
+    assert len(store) == 3
