@@ -37,6 +37,8 @@ _ESCAPES.update({0x0A: "\\n", 0x0D: "\\r", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 def escape(text: str) -> str:
     """`text` with control characters (and Unicode line separators) written as escapes."""
+    if text.isprintable():   # nothing to escape (every escaped character is unprintable): the usual case
+        return text
     return text.translate(_ESCAPES)
 
 

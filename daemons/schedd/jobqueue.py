@@ -59,6 +59,9 @@ class JobQueue:
         # claim may still take. After a cycle of thousands of matches every leftover claim
         # used to walk past all of them first.
         self._free_keys: dict[str, list[tuple[int, int, int]]] = {}
+        # Counts jobs that became free to take (idle, not reserved): a request's walk
+        # (scheduling.Request.next_job) starts again from its first job when it moves.
+        self.freed = 0
         # Told of every change to the idle order and of every job whose autocluster id is
         # dropped (requests.RequestLists), so request lists need not be rebuilt each cycle.
         self.listener = None
@@ -112,6 +115,7 @@ class JobQueue:
         there = i < len(keys) and keys[i] == key
         if free and not there:
             keys.insert(i, key)
+            self.freed += 1
         elif not free and there:
             del keys[i]
         if not keys:

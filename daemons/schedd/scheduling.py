@@ -39,12 +39,26 @@ class Request:
     count: int
     autocluster: int = 0
     jobs: list[Job] = field(default_factory=list)
+    # Jobs before `cursor` were found taken, and no job of the queue has become free since
+    # the queue's count of such events was `freed`: a request of 1,000 jobs is walked once,
+    # not once per match.
+    cursor: int = 0
+    freed: int = -1
 
     def next_job(self) -> Job | None:
         """The first job of the request still waiting for a slot."""
-        for j in self.jobs:
+        jobs, i = self.jobs, self.cursor
+        queue = self.job.queue
+        freed = queue.freed if queue is not None else -1
+        if freed != self.freed or freed < 0:
+            i, self.freed = 0, freed
+        while i < len(jobs):
+            j = jobs[i]
             if j.status == IDLE and not j.reserved:
+                self.cursor = i
                 return j
+            i += 1
+        self.cursor = i
         return None
 
 

@@ -37,3 +37,13 @@ def test_a_stamp_beyond_the_calendar_does_not_break_logging():
     f = logmod.PoolTimeFormatter(PoolClock(scale=1e5, epoch=1e15))
     r = logging.LogRecord("htcpool.test", logging.INFO, __file__, 1, "hello", (), None)
     assert f.format(r).endswith("hello")
+
+
+def test_printable_text_is_returned_as_it_is_and_everything_escaped_is_unprintable():
+    """escape() skips translating text that is printable: sound only while no character it
+    escapes is printable."""
+    from daemons.core.log import _ESCAPES, escape
+    assert all(not chr(c).isprintable() for c in _ESCAPES)
+    text = "Matched 1.0 alice@example.org <10.0.0.1:9618> slot1@host"
+    assert escape(text) is text
+    assert escape("a\u2028b\tc\x1bd") == "a\\u2028b\tc\\x1bd"

@@ -95,3 +95,25 @@ def test_next_job_returns_a_job_again_once_released():
 def test_next_job_of_an_empty_request():
     job = Job(1, 0, attrs={"JobStatus": "1"})
     assert Request("1:0", job, 0, 1, []).next_job() is None
+
+
+def test_next_job_in_a_queue_walks_once_and_still_finds_a_job_given_back():
+    """In a queue, a request remembers how far it found jobs taken (no walk from the start
+    for every match); a job that becomes free again (its claim failed) is found again."""
+    q = JobQueue("example.org")
+    lines = []
+    for p in range(50):
+        lines += [txlog.op_new(f"1.{p}"), txlog.op_set(f"1.{p}", "Owner", '"alice"'),
+                  txlog.op_set(f"1.{p}", "JobStatus", "1")]
+    q.apply(lines)
+    (r,) = resource_requests(idle_jobs(q, "alice@example.org"), lambda j: 1)
+    taken = []
+    for _ in range(40):
+        j = r.next_job()
+        j.reserved = True
+        taken.append(j.id)
+    assert taken == [f"1.{p}" for p in range(40)] and r.cursor == 39
+    q.get("1.7").reserved = False       # its claim failed: it is the first free job again
+    assert r.next_job() is q.get("1.7")
+    q.get("1.7").reserved = True
+    assert r.next_job() is q.get("1.40")
