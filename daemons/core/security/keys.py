@@ -19,6 +19,8 @@ file is accepted here, and one made by `htcpool token create` is accepted by HTC
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import re
 import secrets
@@ -45,10 +47,15 @@ def scramble(data: bytes) -> bytes:
 
 
 def derive_jwt_key(shared_key: bytes) -> bytes:
-    """The HS256 key HTCondor signs IDTOKENS with, from a key file's (unscrambled) bytes."""
-    from cryptography.hazmat.primitives import hashes
-    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-    return HKDF(algorithm=hashes.SHA256(), length=JWT_KEY_BYTES, salt=HKDF_SALT, info=HKDF_INFO).derive(shared_key)
+    """The HS256 key HTCondor signs IDTOKENS with, from a key file's (unscrambled) bytes.
+
+    HKDF-SHA256 (RFC 5869) with the standard library's HMAC: 32 bytes are one block, so
+    HKDF is two HMACs, extract then expand. cryptography's HKDF would load that whole
+    library into every daemon (6 MB of a process) for them; the unit tests check this
+    against it.
+    """
+    prk = hmac.new(HKDF_SALT, shared_key, hashlib.sha256).digest()
+    return hmac.new(prk, HKDF_INFO + b"\x01", hashlib.sha256).digest()[:JWT_KEY_BYTES]
 
 
 def check_key_id(key_id: str) -> str:
