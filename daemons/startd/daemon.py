@@ -49,8 +49,7 @@ def machine_ad_texts(machines: Iterable[Machine], now: float, deleted: list[str]
     never follows the ad of a slot that came back under the same name."""
     for m in machines:
         built = m.due_ads(now) if only_due else m.all_ads(now)
-        m.dirty = False
-        m.touched.clear()
+        m.sent()
         deleted.extend(m.deleted)
         m.deleted = []
         for a in built:
@@ -414,8 +413,7 @@ class StartdDaemon(ReportsMixin, Daemon):
         now = self.clock.now()
         out = [self._daemon_ad()]
         for m in self.model.machines.values():
-            m.dirty = False
-            m.touched.clear()
+            m.sent()
             out.extend(m.all_ads(now))
         return out
 

@@ -83,6 +83,13 @@ class Claim:
     job_advertised: tuple[tuple[str, str], ...] = ()   # JOB_ATTRS_ADVERTISED the job sets to a string
     job_has_mjrt: bool = False                         # the job sets its own MaxJobRetirementTime
 
+    def __post_init__(self) -> None:
+        # A few schedds and submitters hold thousands of claims, and each RPC brings its own
+        # copy of their names: one string each for all the claims (about 200 bytes a claim).
+        self.schedd_name = sys.intern(self.schedd_name)
+        self.schedd_address = sys.intern(self.schedd_address)
+        self.submitter = sys.intern(self.submitter)
+
     @property
     def job_ad(self) -> classad2.ClassAd | None:
         """The running job's ad (a fresh parse: changes to it are not kept)."""
@@ -105,6 +112,9 @@ class Claim:
 
 # Static and dynamic slots have no children; one empty set, never added to, serves them all.
 NO_CHILDREN: frozenset[int] = frozenset()
+# A machine with no slot touched since its last update (most of them, most of the time):
+# one empty set for all, a machine's own (216 bytes empty) only while it holds names.
+NOTHING_TOUCHED: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -126,6 +136,9 @@ class Slot:
     retire_until: float = 0.0         # the current claim retires until then, then is vacated
     vacate_until: float = 0.0         # a vacate ends (the job is evicted) then
     preempt_reason: str = ""          # why the current claim is being preempted ("" if it is not)
+    # The machine the slot belongs to, so that the claim id index can hold the slot itself
+    # (a (machine, name) tuple for every id cost 56 bytes; a busy slot has two ids).
+    machine: "Machine | None" = field(default=None, repr=False, compare=False)
 
     @property
     def type_id(self) -> int:
@@ -233,15 +246,19 @@ class Shared:
 class Machine:
     """One emulated execute machine and its slots."""
 
+    # A startd holds one per 8 or so slots: no instance dictionary.
+    __slots__ = ("host", "cfg", "address", "ids", "registry", "slots", "deleted", "dirty", "touched", "started",
+                 "drain", "total_drains", "wrl", "outbox", "notes", "preempting", "packer")
+
     def __init__(self, host: str, cfg: StartdConfig, address: str, now: float, ids: ClaimIds,
-                 registry: dict[str, tuple["Machine", str]] | None = None,
+                 registry: "dict[str, Slot] | None" = None,
                  shared: "Shared | None" = None) -> None:
         self.host = host
         self.cfg = cfg
         self.address = address
         self.ids = ids
-        # claim id or capability -> (machine, slot short name), shared by a startd's machines
-        self.registry = registry if registry is not None else {}
+        # claim id or capability -> its slot, shared by a startd's machines
+        self.registry: dict[str, Slot] = registry if registry is not None else {}
         self.slots: dict[str, Slot] = {}
         self.deleted: list[str] = []   # names of deleted dynamic slots not yet invalidated
         # What the collector has not seen: every slot's ad (`dirty`: a change of the machine,
@@ -249,7 +266,7 @@ class Machine:
         # job's end change that slot and, for a dynamic slot made or deleted, its parent;
         # HTCondor's startd too updates only the resource that changed).
         self.dirty = True
-        self.touched: set[str] = set()
+        self.touched: set[str] | frozenset[str] = NOTHING_TOUCHED
         self.started = now
         self.drain: DrainState | None = None
         self.total_drains = 0
@@ -268,9 +285,9 @@ class Machine:
                 slot_id += 1
                 kind = SlotKind.PARTITIONABLE if t.partitionable else SlotKind.STATIC
                 s = Slot(slot_id, 0, kind, t, t.size, t.size, UNCLAIMED, IDLE, now, now, capability=ids.next(),
-                         children=set() if t.partitionable else NO_CHILDREN)
+                         children=set() if t.partitionable else NO_CHILDREN, machine=self)
                 self.slots[s.short_name] = s
-                self.registry[s.capability] = (self, s.short_name)
+                self.registry[s.capability] = s
         self.refresh_owner(now)
 
     def name_of(self, slot: Slot) -> str:
@@ -341,7 +358,7 @@ class Machine:
             slot.claim = claim
             self.registry.pop(slot.capability, None)
             slot.capability = self._offer(slot)
-            self.registry[claim.id] = (self, slot.short_name)
+            self.registry[claim.id] = slot
             slot.set_state(CLAIMED, IDLE, now)
             self.touch(slot)
             return ClaimOutcome(True, claim_id=claim.id, slot_name=self.name_of(slot),
@@ -365,12 +382,12 @@ class Machine:
             sub_id += 1
         claim = Claim(self.ids.next(), schedd_name, schedd_address, submitter, now, now, rank=rank)
         d = Slot(slot.slot_id, sub_id, SlotKind.DYNAMIC, slot.spec, size, size, CLAIMED, IDLE, now, now,
-                 claim=claim)
+                 claim=claim, machine=self)
         d.capability = self._offer(d)
         slot.children.add(sub_id)
         slot.free = slot.free - size
         self.slots[d.short_name] = d
-        self.registry[claim.id] = (self, d.short_name)
+        self.registry[claim.id] = d
         if self.name_of(d) in self.deleted:
             self.deleted.remove(self.name_of(d))
         self.touch(slot, d)
@@ -383,7 +400,7 @@ class Machine:
     def _offer(self, slot: Slot) -> str:
         """A fresh claim id that a claimed slot offers for a preempting claim."""
         cap = self.ids.next()
-        self.registry[cap] = (self, slot.short_name)
+        self.registry[cap] = slot
         return cap
 
     def activate(self, slot: Slot, job_ad: classad2.ClassAd, now: float) -> tuple[bool, str, float]:
@@ -479,7 +496,7 @@ class Machine:
         else:
             self.touch(slot)
             slot.capability = self.ids.next()
-            self.registry[slot.capability] = (self, slot.short_name)
+            self.registry[slot.capability] = slot
             slot.set_state(DRAINED if self.drain is not None else UNCLAIMED,
                            RETIRING if self.drain is not None else IDLE, now)
             self.refresh_owner(now)
@@ -492,7 +509,14 @@ class Machine:
         return [self.slot_ad(s, now) for s in self.slots.values()]
 
     def touch(self, *slots: Slot) -> None:
-        self.touched.update(s.short_name for s in slots)
+        if self.touched is NOTHING_TOUCHED:
+            self.touched = set()
+        self.touched.update(s.short_name for s in slots)   # type: ignore[union-attr]
+
+    def sent(self) -> None:
+        """Its ads have been built for the collector: no slot is due any more."""
+        self.dirty = False
+        self.touched = NOTHING_TOUCHED
 
     @property
     def due(self) -> bool:
@@ -513,17 +537,16 @@ class Startd:
                  secret: Callable[[], str] = new_secret) -> None:
         self.cfg = cfg
         self.ids = ClaimIds(address, now, secret)
-        self.registry: dict[str, tuple[Machine, str]] = {}
+        self.registry: dict[str, Slot] = {}
         self.shared = Shared()
         self.machines = {h: Machine(h, cfg, address, now, self.ids, self.registry, self.shared) for h in hosts}
 
     def _lookup(self, key: str) -> tuple[Machine, Slot] | None:
-        entry = self.registry.get(key)
-        if entry is None:
+        slot = self.registry.get(key)
+        machine = slot.machine if slot is not None else None
+        if machine is None or machine.slots.get(slot.short_name) is not slot:   # (a deleted dynamic slot)
             return None
-        machine, short = entry
-        slot = machine.slots.get(short)
-        return None if slot is None else (machine, slot)
+        return machine, slot
 
     def find_capability(self, capability: str) -> tuple[Machine, Slot] | None:
         found = self._lookup(capability)
@@ -545,6 +568,7 @@ class Startd:
     def keepalive(self, claim_ids: list[str], schedd_address: str, now: float) -> list[str]:
         """Renew leases; return the ids this startd does not hold."""
         unknown = []
+        schedd_address = sys.intern(schedd_address)
         for cid in claim_ids:
             found = self.find_claim(cid)
             if found is None:
