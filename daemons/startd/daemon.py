@@ -154,7 +154,8 @@ class StartdDaemon(ReportsMixin, Daemon):
         c = slot.claim
         assert c is not None
         self.log.info("%s: starting job %s for %.0f s", machine.name_of(slot), c.job_id, end - now)
-        self._job_ends.set(claim_id, end)
+        # Keyed by the claim's own id, not the request's copy of it (116 bytes a busy slot).
+        self._job_ends.set(c.id, end)
         self._changed()
         return True, "", now
 
