@@ -28,6 +28,13 @@ considered, and the wall time of each phase. The schedd starts claiming its
 matches while the cycle is still running, as HTCondor's does, so on a small
 machine the cycle's wall time includes waiting for a busy schedd; the CPU time is
 the negotiator's own.
+
+Memory: each daemon's peak RSS (VmHWM), read after the cycle; the startds' once the
+matched jobs run on them (the schedd is still claiming when the cycle ends, and what a
+startd holds per slot is largest when the slot is busy). `startd_bytes_per_slot` is the
+startd processes' peaks summed, over the slot count; `startd_pss_mb` adds each startd's
+proportional set size then (the pages of the interpreter and libraries that the
+processes share counted once between them), for information.
 """
 from __future__ import annotations
 
@@ -45,6 +52,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from daemons.cli.bench import BenchFailed, KEEP_ENV, cpu_seconds, log_problems, peak_rss_mb, status_page
+from daemons.cli.procs import pss_mb
 from daemons.cli.client import PoolClient, wait_for
 from daemons.cli.pool import LocalPool, PoolError, StartdSpec
 from daemons.cli.profiling import Profiler
@@ -52,11 +60,13 @@ from daemons.core import ads
 from daemons.core.config import ConfigError
 
 SLOTS_PER_MACHINE = 8
-SLOTS_PER_STARTD = 10_000            # at most this many slots in one startd process
+SLOTS_PER_STARTD = 50_000            # at most this many slots in one startd process
 MIN_STARTDS = 3                      # one per machine class
 JOB_DURATION_S = 86400               # a matched slot stays busy for the rest of the run
 SUBMITS_IN_FLIGHT = 4
 CYCLE_TIMEOUT_MIN_S = 120.0
+CLAIMS_STALL_S = 15.0                # no more busy slots for this long: the claims are done
+CLAIMS_TIMEOUT_S = 600.0
 PHASES = ("query", "parse", "accounting", "significant", "group", "prefetch", "negotiate")   # the cycle record's
 
 POOL_CONFIG = """\
@@ -265,8 +275,18 @@ async def _run_size(slots: int, args: argparse.Namespace, state: Path, emit: Cal
                 "jobs": n,
                 "job_kinds": len(kinds),
             })
-            out["peak_rss_mb"] = {k: round(v, 1) for k, d in {**core.daemons, **startds.daemons}.items()
-                                  if (v := peak_rss_mb(d.pid)) is not None}
+            peaks = {k: round(v, 1) for k, d in core.daemons.items() if (v := peak_rss_mb(d.pid)) is not None}
+            # The startds' peaks once the matched jobs run: the schedd is still claiming when
+            # the cycle ends, and a startd's peak counts its busy slots.
+            t0 = time.monotonic()
+            out["jobs_running"] = await _claims_settled(c, rec.matches)
+            out["claims_settle_s"] = round(time.monotonic() - t0, 1)
+            emit(f"    {out['jobs_running']} of {rec.matches} matched jobs running on the startds "
+                 f"{out['claims_settle_s']:.1f} s after the cycle")
+            peaks.update({k: round(v, 1) for k, d in startds.daemons.items() if (v := peak_rss_mb(d.pid)) is not None})
+            out["startd_pss_mb"] = {k: round(v, 1) for k, d in startds.daemons.items()
+                                    if (v := pss_mb(d.pid)) is not None}
+            out["peak_rss_mb"] = peaks
             out.update(_bytes_per_item(out["peak_rss_mb"], real_slots, n))
             dead = [k for k, d in {**core.daemons, **startds.daemons}.items() if not d.alive()]
             if dead:
@@ -292,6 +312,24 @@ def _bytes_per_item(peaks: dict[str, float], slots: int, jobs: int) -> dict[str,
     if startd:
         out["startd_bytes_per_slot"] = round(sum(startd) * mib / slots)
     return out
+
+
+async def _claims_settled(c: PoolClient, matches: int) -> int:
+    """The number of busy slots in the collector, once it reaches `matches` or stops growing
+    (a match whose claim failed never runs)."""
+    seen = [-1, time.monotonic()]
+
+    async def settled() -> int | None:
+        busy = len(await c.collector.query("Machine", constraint='Activity == "Busy"', projection=["Name"],
+                                           give_up_after_s=5.0))
+        if busy > seen[0]:
+            seen[:] = [busy, time.monotonic()]
+        if busy >= matches or time.monotonic() - seen[1] >= CLAIMS_STALL_S:
+            return busy + 1      # (truthy when 0)
+        return None
+
+    return await wait_for(settled, timeout_s=CLAIMS_TIMEOUT_S, interval_s=2.0,
+                          what=f"the {matches} matched jobs to run on the startds") - 1
 
 
 async def _at_least(count, n: int) -> int:
@@ -348,7 +386,9 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
             lines.append(f"  {r['slots']:>7} " + ", ".join(f"{k} {v:.0f}" for k, v in r["peak_rss_mb"].items()))
             lines.append(f"  {'':>7} {r.get('collector_bytes_per_slot_ad', 0):,} B per slot ad, "
                          f"{r.get('schedd_bytes_per_idle_job', 0):,} B per idle job, "
-                         f"{r.get('startd_bytes_per_slot', 0):,} B per slot")
+                         f"{r.get('startd_bytes_per_slot', 0):,} B per slot (startds read with "
+                         f"{r.get('jobs_running', 0):,} jobs running; their PSS "
+                         f"{sum((r.get('startd_pss_mb') or {}).values()):.0f} MB)")
     lines.append("  set-up per size (wall s): submit / advertise / whole run:")
     for r in rows:
         if "submit_s" in r:

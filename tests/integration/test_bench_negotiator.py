@@ -27,6 +27,10 @@ def test_bench_negotiator_tiny(tmp_path):
     assert set(row["peak_rss_mb"]) >= {"collector", "negotiator", "schedd", "startd1", "startd2", "startd3"}
     assert row["collector_bytes_per_slot_ad"] > 0 and row["schedd_bytes_per_idle_job"] > 0
     assert row["startd_bytes_per_slot"] > 0
+    # The startds' peaks are read once the matched jobs run on them; their PSS beside.
+    assert 0 < row["jobs_running"] <= row["matches"]
+    assert set(row["startd_pss_mb"]) == {"startd1", "startd2", "startd3"}
+    assert "matched jobs running on the startds" in r.stdout
     assert "B per slot ad" in r.stdout and result["bench"] == "negotiator"
     # --profile: py-spy sampled every daemon through the measured cycle.
     assert "profiles of the cycle" in r.stdout
