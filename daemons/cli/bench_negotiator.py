@@ -1,9 +1,10 @@
 """`htcpool bench negotiator`: one negotiation cycle's wall and CPU time against pool size.
 
-For each size a fresh pool of processes: collector, negotiator, schedd, and a few
-startd processes, each emulating many 8-core machines of static 1-core slots. The
-machines come in three classes (one class per startd process), so the negotiator
-has both a START to evaluate against the job and slots that only some jobs fit:
+For each size a fresh pool of processes: collector, negotiator, schedd, and startd
+processes (one per 50,000 slots), each emulating many 8-core machines of static 1-core
+slots. The machines come in three classes, in groups of at most 10,000 slots of one
+class (a startd's --machine-group), so the negotiator has both a START to evaluate
+against the job and slots that only some jobs fit:
 
 - std:    8 slots of 2 GB, START = True
 - bigmem: 8 slots of 8 GB, START = True
@@ -40,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import math
 import os
@@ -60,8 +62,9 @@ from daemons.core import ads
 from daemons.core.config import ConfigError
 
 SLOTS_PER_MACHINE = 8
-SLOTS_PER_STARTD = 50_000            # at most this many slots in one startd process
-MIN_STARTDS = 3                      # one per machine class
+SLOTS_PER_GROUP = 10_000             # at most this many slots in a group of machines of one class
+MIN_GROUPS = 3                       # one per machine class
+SLOTS_PER_STARTD = 50_000            # at most this many slots (whole groups) in one startd process
 JOB_DURATION_S = 86400               # a matched slot stays busy for the rest of the run
 SUBMITS_IN_FLIGHT = 4
 CYCLE_TIMEOUT_MIN_S = 120.0
@@ -135,14 +138,35 @@ def job_kinds(jobs: int, submitters: int, autoclusters: int) -> list[JobKind]:
 
 
 def startd_layout(slots: int) -> list[tuple[str, int]]:
-    """(machine class, machines) per startd process for a pool of about `slots` slots."""
+    """(machine class, machines) per group of machines for a pool of about `slots` slots.
+
+    Groups, not processes: the pool's machines (their classes, numbers and names) do not
+    depend on how many startd processes emulate them (startd_processes)."""
     machines = max(1, math.ceil(slots / SLOTS_PER_MACHINE))
-    startds = max(MIN_STARTDS, math.ceil(slots / SLOTS_PER_STARTD))
-    startds = min(startds, machines)
+    groups = max(MIN_GROUPS, math.ceil(slots / SLOTS_PER_GROUP))
+    groups = min(groups, machines)
     out = []
-    for j in range(startds):
-        n = machines // startds + (1 if j < machines % startds else 0)
+    for j in range(groups):
+        n = machines // groups + (1 if j < machines % groups else 0)
         out.append((MACHINE_CLASSES[j % len(MACHINE_CLASSES)][0], n))
+    return out
+
+
+def startd_processes(layout: list[tuple[str, int]]) -> list[list[int]]:
+    """The groups (their indexes in `layout`) each startd process emulates: consecutive
+    groups, at most SLOTS_PER_STARTD slots in a process (a group is never split).
+
+    One process emulates many machines of several classes (--machine-group): each startd
+    process costs its interpreter and libraries (some 60 MB) before its first slot."""
+    out: list[list[int]] = []
+    slots = 0
+    for j, (_, machines) in enumerate(layout):
+        n = machines * SLOTS_PER_MACHINE
+        if not out or slots + n > SLOTS_PER_STARTD:
+            out.append([])
+            slots = 0
+        out[-1].append(j)
+        slots += n
     return out
 
 
@@ -194,13 +218,16 @@ async def _run_size(slots: int, args: argparse.Namespace, state: Path, emit: Cal
     real_slots = sum(n for _, n in layout) * SLOTS_PER_MACHINE
     config = state / "condor_config"
     config.write_text(POOL_CONFIG)
-    specs = []
+    groups = []
+    for cls, _ in MACHINE_CLASSES:
+        (state / f"{cls}.conf").write_text(POOL_CONFIG + MACHINE_CONFIG.format(slots=SLOTS_PER_MACHINE)
+                                           + _class_config(cls))
     for j, (cls, machines) in enumerate(layout, 1):
-        path = state / f"startd{j}-{cls}.conf"
-        path.write_text(POOL_CONFIG + MACHINE_CONFIG.format(slots=SLOTS_PER_MACHINE) + _class_config(cls))
-        specs.append(StartdSpec(path, machines, f"{cls}{j}-"))
-    emit(f"  {real_slots} slots: {len(layout)} startd processes "
-         f"({', '.join(f'{n} {cls} machines' for cls, n in layout)}), {SLOTS_PER_MACHINE} static slots each")
+        groups.append(StartdSpec(state / f"{cls}.conf", machines, f"{cls}{j}-"))
+    processes = startd_processes(layout)
+    specs = [dataclasses.replace(groups[p[0]], also=tuple(groups[j] for j in p[1:])) for p in processes]
+    emit(f"  {real_slots} slots: {len(specs)} startd process(es) emulating "
+         f"{', '.join(f'{n} {cls} machines' for cls, n in layout)}, {SLOTS_PER_MACHINE} static slots each")
 
     core = LocalPool(state / "pool", config, roles=("collector", "negotiator", "schedd"))
     startds = LocalPool(state / "startds", None, roles=("startd",), startd_specs=specs)

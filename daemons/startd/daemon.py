@@ -61,8 +61,13 @@ class StartdDaemon(ReportsMixin, Daemon):
     my_type = "StartDaemon"
 
     def __init__(self, common: CommonConfig, cfg: StartdConfig, hosts: list[str],
-                 clock: PoolClock | None = None, seed: int = 0) -> None:
-        self.hosts = hosts  # default_name() needs them during the base constructor
+                 clock: PoolClock | None = None, seed: int = 0,
+                 machine_groups: list[tuple[list[str], StartdConfig]] | None = None) -> None:
+        # The machines of each configuration: `cfg`'s, then those of --machine-group. The
+        # process's own knobs (leases, intervals) are `cfg`'s; a machine's slots and policy
+        # are its group's.
+        self.groups = [(hosts, cfg), *(machine_groups or [])]
+        self.hosts = [h for group_hosts, _ in self.groups for h in group_hosts]  # (default_name() needs them)
         super().__init__(common, clock)
         self.cfg = cfg
         self.seed = seed
@@ -87,18 +92,20 @@ class StartdDaemon(ReportsMixin, Daemon):
         startd_pb2_grpc.add_StartdServicer_to_server(StartdService(self), server)
 
     async def on_start(self) -> None:
-        self.model = Startd(self.hosts, self.cfg, self.address, self.clock.now())
-        self.log.info("emulating %d machine(s): %s; %s", len(self.hosts),
-                      ", ".join(self.hosts[:5]) + (" ..." if len(self.hosts) > 5 else ""),
-                      ", ".join(f"{t.count} x {'partitionable' if t.partitionable else 'static'} slot type "
-                                f"{t.type_id} ({t.size.cpus} cpus, {t.size.memory} MB, {t.size.disk} KB)"
-                                for t in self.cfg.slot_types))
-        for warning in self.cfg.warnings:
-            self.log.warning("%s", warning)
+        own_hosts = self.groups[0][0]
+        self.model = Startd(own_hosts, self.cfg, self.address, self.clock.now(), machine_groups=self.groups[1:])
+        for hosts, cfg in self.groups:
+            self.log.info("emulating %d machine(s): %s; %s", len(hosts),
+                          ", ".join(hosts[:5]) + (" ..." if len(hosts) > 5 else ""),
+                          ", ".join(f"{t.count} x {'partitionable' if t.partitionable else 'static'} slot type "
+                                    f"{t.type_id} ({t.size.cpus} cpus, {t.size.memory} MB, {t.size.disk} KB)"
+                                    for t in cfg.slot_types))
+            for warning in cfg.warnings:
+                self.log.warning("%s", warning)
         self._event_task = self.spawn(self._deliver_events(), "startd:events")
         lease = self.cfg.claim_lease_s
         self.add_periodic("leases", max(1.0, min(self.cfg.alive_interval_s, lease / 10)), self._check_leases)
-        pols = [self.cfg.policy(t) for t in self.cfg.slot_types]
+        pols = [cfg.policy(t) for _, cfg in self.groups for t in cfg.slot_types]
         if any(not policy.never(p.preempt) or not policy.never(p.is_owner) for p in pols):
             # HTCondor evaluates its policy every POLLING_INTERVAL; with PREEMPT and IS_OWNER
             # false whatever happens (the defaults) there is nothing to evaluate.

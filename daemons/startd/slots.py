@@ -537,12 +537,16 @@ class Startd:
     """The machines of one startd process, with indexes from claim ids to slots."""
 
     def __init__(self, hosts: list[str], cfg: StartdConfig, address: str, now: float,
-                 secret: Callable[[], str] = new_secret) -> None:
+                 secret: Callable[[], str] = new_secret,
+                 machine_groups: "list[tuple[list[str], StartdConfig]] | None" = None) -> None:
+        """`hosts` configured by `cfg`, then each group's hosts by its own configuration;
+        `cfg` is also the process's (its claim lease)."""
         self.cfg = cfg
         self.ids = ClaimIds(address, now, secret)
         self.registry: dict[str, Slot] = {}
         self.shared = Shared()
-        self.machines = {h: Machine(h, cfg, address, now, self.ids, self.registry, self.shared) for h in hosts}
+        self.machines = {h: Machine(h, group_cfg, address, now, self.ids, self.registry, self.shared)
+                         for group_hosts, group_cfg in [(hosts, cfg), *(machine_groups or [])] for h in group_hosts}
 
     def _lookup(self, key: str) -> tuple[Machine, Slot] | None:
         slot = self.registry.get(key)
