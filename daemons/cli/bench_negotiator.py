@@ -306,10 +306,16 @@ async def _run_size(slots: int, args: argparse.Namespace, state: Path, emit: Cal
             # The startds' peaks once the matched jobs run: the schedd is still claiming when
             # the cycle ends, and a startd's peak counts its busy slots.
             t0 = time.monotonic()
+            cpu0 = {k: cpu_seconds(p) for k, p in pids.items()}
             out["jobs_running"] = await _claims_settled(c, rec.matches)
             out["claims_settle_s"] = round(time.monotonic() - t0, 1)
+            cpu1 = {k: cpu_seconds(p) for k, p in pids.items()}
+            # Who does the claiming's work: the schedd, or the startds (do they keep up?).
+            out["cpu_during_claims_s"] = {k: round(cpu1[k] - cpu0[k], 2) for k in pids
+                                          if cpu0.get(k) is not None and cpu1.get(k) is not None}
             emit(f"    {out['jobs_running']} of {rec.matches} matched jobs running on the startds "
-                 f"{out['claims_settle_s']:.1f} s after the cycle")
+                 f"{out['claims_settle_s']:.1f} s after the cycle (CPU s meanwhile: "
+                 + ", ".join(f"{k} {v:.1f}" for k, v in out["cpu_during_claims_s"].items()) + ")")
             peaks.update({k: round(v, 1) for k, d in startds.daemons.items() if (v := peak_rss_mb(d.pid)) is not None})
             out["startd_pss_mb"] = {k: round(v, 1) for k, d in startds.daemons.items()
                                     if (v := pss_mb(d.pid)) is not None}
