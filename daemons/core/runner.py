@@ -206,6 +206,11 @@ def run(role: str, config_path: str | None, *, address_file: str | None = None, 
         print(f"htcpool daemon: unknown role {role!r}; one of {', '.join(ROLES)}", file=sys.stderr)
         return 2
     try:
+        if role == "startd":
+            # A startd lives long with a large steady state between bursts of claims and
+            # updates: what a burst frees goes back to the system (core/memory.py).
+            from daemons.core.memory import fix_mmap_threshold
+            fix_mmap_threshold()
         groups = read_machine_groups(machine_groups or [])
         param = configmod.load(config_path)
         daemon = build_daemon(role, param, name=name, machines=machines, host_prefix=host_prefix, seed=seed,

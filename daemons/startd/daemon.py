@@ -286,7 +286,7 @@ class StartdDaemon(ReportsMixin, Daemon):
             self._changed()
         return n
 
-    async def keepalive(self, claim_ids: list[str], schedd_address: str) -> list[str]:
+    async def keepalive(self, claim_ids: Iterable[str], schedd_address: str) -> list[str]:
         """Renew the leases; return the claim ids this startd does not hold.
 
         News of the claims we no longer hold, not yet delivered (a job's exit while the

@@ -33,7 +33,7 @@ import secrets
 import sys
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import classad2
 
@@ -572,7 +572,7 @@ class Startd:
     def claims(self) -> list[tuple[Machine, Slot]]:
         return [(m, s) for m in self.machines.values() for s in m.slots.values() if s.claim is not None]
 
-    def keepalive(self, claim_ids: list[str], schedd_address: str, now: float) -> list[str]:
+    def keepalive(self, claim_ids: Iterable[str], schedd_address: str, now: float) -> list[str]:
         """Renew leases; return the ids this startd does not hold."""
         unknown = []
         schedd_address = sys.intern(schedd_address)
