@@ -507,7 +507,13 @@ class Machine:
         return [s for s in self.slots.values() if s.claim is not None and s.claim.job_id]
 
     def all_ads(self, now: float) -> list[dict[str, Any]]:
-        return [self.slot_ad(s, now) for s in self.slots.values()]
+        return self._ads(list(self.slots.values()), now)
+
+    def _ads(self, slots: list[Slot], now: float) -> list[dict[str, Any]]:
+        # The machine's drain forecast is the same in each of its slots' ads: made once.
+        from daemons.startd.drain import expected_draining
+        forecast = expected_draining(self, now) if slots else None
+        return [slot_ad(self, s, now, forecast=forecast) for s in slots]
 
     def touch(self, *slots: Slot) -> None:
         if self.touched is NOTHING_TOUCHED:
@@ -530,7 +536,7 @@ class Machine:
         """The ads of what changed since the last update (every slot's if the machine is dirty)."""
         if self.dirty:
             return self.all_ads(now)
-        return [self.slot_ad(self.slots[n], now) for n in sorted(self.touched) if n in self.slots]
+        return self._ads([self.slots[n] for n in sorted(self.touched) if n in self.slots], now)
 
 
 class Startd:
