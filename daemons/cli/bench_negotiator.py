@@ -1,9 +1,10 @@
 """`htcpool bench negotiator`: one negotiation cycle's wall and CPU time against pool size.
 
-For each size a fresh pool of processes: collector, negotiator, schedd, and a few
-startd processes, each emulating many 8-core machines of static 1-core slots. The
-machines come in three classes (one class per startd process), so the negotiator
-has both a START to evaluate against the job and slots that only some jobs fit:
+For each size a fresh pool of processes: collector, negotiator, schedd, and startd
+processes (one per 50,000 slots), each emulating many 8-core machines of static 1-core
+slots. The machines come in three classes, in groups of at most 10,000 slots of one
+class (a startd's --machine-group), so the negotiator has both a START to evaluate
+against the job and slots that only some jobs fit:
 
 - std:    8 slots of 2 GB, START = True
 - bigmem: 8 slots of 8 GB, START = True
@@ -28,11 +29,19 @@ considered, and the wall time of each phase. The schedd starts claiming its
 matches while the cycle is still running, as HTCondor's does, so on a small
 machine the cycle's wall time includes waiting for a busy schedd; the CPU time is
 the negotiator's own.
+
+Memory: each daemon's peak RSS (VmHWM), read after the cycle; the startds' once the
+matched jobs run on them (the schedd is still claiming when the cycle ends, and what a
+startd holds per slot is largest when the slot is busy). `startd_bytes_per_slot` is the
+startd processes' peaks summed, over the slot count; `startd_pss_mb` adds each startd's
+proportional set size then (the pages of the interpreter and libraries that the
+processes share counted once between them), for information.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import math
 import os
@@ -44,7 +53,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import grpc
+
 from daemons.cli.bench import BenchFailed, KEEP_ENV, cpu_seconds, log_problems, peak_rss_mb, status_page
+from daemons.cli.procs import pss_mb
 from daemons.cli.client import PoolClient, wait_for
 from daemons.cli.pool import LocalPool, PoolError, StartdSpec
 from daemons.cli.profiling import Profiler
@@ -52,11 +64,16 @@ from daemons.core import ads
 from daemons.core.config import ConfigError
 
 SLOTS_PER_MACHINE = 8
-SLOTS_PER_STARTD = 10_000            # at most this many slots in one startd process
-MIN_STARTDS = 3                      # one per machine class
+SLOTS_PER_GROUP = 10_000             # at most this many slots in a group of machines of one class
+MIN_GROUPS = 3                       # one per machine class
+SLOTS_PER_STARTD = 50_000            # at most this many slots (whole groups) in one startd process
 JOB_DURATION_S = 86400               # a matched slot stays busy for the rest of the run
 SUBMITS_IN_FLIGHT = 4
 CYCLE_TIMEOUT_MIN_S = 120.0
+CLAIMS_STALL_S = 15.0                # no more busy slots for this long: the claims are done
+CLAIMS_POLL_S = 5.0                  # (each poll is a query of every slot ad at the collector)
+CLAIMS_TIMEOUT_S = 600.0             # at least; longer for more matches:
+CLAIMS_MIN_PER_S = 50.0              # (the schedd claims about 150 a second on 2 cores)
 PHASES = ("query", "parse", "accounting", "significant", "group", "prefetch", "negotiate",
           "session_write", "session_read", "session_serve")   # the cycle record's
 
@@ -126,14 +143,35 @@ def job_kinds(jobs: int, submitters: int, autoclusters: int) -> list[JobKind]:
 
 
 def startd_layout(slots: int) -> list[tuple[str, int]]:
-    """(machine class, machines) per startd process for a pool of about `slots` slots."""
+    """(machine class, machines) per group of machines for a pool of about `slots` slots.
+
+    Groups, not processes: the pool's machines (their classes, numbers and names) do not
+    depend on how many startd processes emulate them (startd_processes)."""
     machines = max(1, math.ceil(slots / SLOTS_PER_MACHINE))
-    startds = max(MIN_STARTDS, math.ceil(slots / SLOTS_PER_STARTD))
-    startds = min(startds, machines)
+    groups = max(MIN_GROUPS, math.ceil(slots / SLOTS_PER_GROUP))
+    groups = min(groups, machines)
     out = []
-    for j in range(startds):
-        n = machines // startds + (1 if j < machines % startds else 0)
+    for j in range(groups):
+        n = machines // groups + (1 if j < machines % groups else 0)
         out.append((MACHINE_CLASSES[j % len(MACHINE_CLASSES)][0], n))
+    return out
+
+
+def startd_processes(layout: list[tuple[str, int]]) -> list[list[int]]:
+    """The groups (their indexes in `layout`) each startd process emulates: consecutive
+    groups, at most SLOTS_PER_STARTD slots in a process (a group is never split).
+
+    One process emulates many machines of several classes (--machine-group): each startd
+    process costs its interpreter and libraries (some 60 MB) before its first slot."""
+    out: list[list[int]] = []
+    slots = 0
+    for j, (_, machines) in enumerate(layout):
+        n = machines * SLOTS_PER_MACHINE
+        if not out or slots + n > SLOTS_PER_STARTD:
+            out.append([])
+            slots = 0
+        out[-1].append(j)
+        slots += n
     return out
 
 
@@ -185,13 +223,16 @@ async def _run_size(slots: int, args: argparse.Namespace, state: Path, emit: Cal
     real_slots = sum(n for _, n in layout) * SLOTS_PER_MACHINE
     config = state / "condor_config"
     config.write_text(POOL_CONFIG)
-    specs = []
+    groups = []
+    for cls, _ in MACHINE_CLASSES:
+        (state / f"{cls}.conf").write_text(POOL_CONFIG + MACHINE_CONFIG.format(slots=SLOTS_PER_MACHINE)
+                                           + _class_config(cls))
     for j, (cls, machines) in enumerate(layout, 1):
-        path = state / f"startd{j}-{cls}.conf"
-        path.write_text(POOL_CONFIG + MACHINE_CONFIG.format(slots=SLOTS_PER_MACHINE) + _class_config(cls))
-        specs.append(StartdSpec(path, machines, f"{cls}{j}-"))
-    emit(f"  {real_slots} slots: {len(layout)} startd processes "
-         f"({', '.join(f'{n} {cls} machines' for cls, n in layout)}), {SLOTS_PER_MACHINE} static slots each")
+        groups.append(StartdSpec(state / f"{cls}.conf", machines, f"{cls}{j}-"))
+    processes = startd_processes(layout)
+    specs = [dataclasses.replace(groups[p[0]], also=tuple(groups[j] for j in p[1:])) for p in processes]
+    emit(f"  {real_slots} slots: {len(specs)} startd process(es) emulating "
+         f"{', '.join(f'{n} {cls} machines' for cls, n in layout)}, {SLOTS_PER_MACHINE} static slots each")
 
     core = LocalPool(state / "pool", config, roles=("collector", "negotiator", "schedd"))
     startds = LocalPool(state / "startds", None, roles=("startd",), startd_specs=specs)
@@ -266,8 +307,24 @@ async def _run_size(slots: int, args: argparse.Namespace, state: Path, emit: Cal
                 "jobs": n,
                 "job_kinds": len(kinds),
             })
-            out["peak_rss_mb"] = {k: round(v, 1) for k, d in {**core.daemons, **startds.daemons}.items()
-                                  if (v := peak_rss_mb(d.pid)) is not None}
+            peaks = {k: round(v, 1) for k, d in core.daemons.items() if (v := peak_rss_mb(d.pid)) is not None}
+            # The startds' peaks once the matched jobs run: the schedd is still claiming when
+            # the cycle ends, and a startd's peak counts its busy slots.
+            t0 = time.monotonic()
+            cpu0 = {k: cpu_seconds(p) for k, p in pids.items()}
+            out["jobs_running"] = await _claims_settled(c, rec.matches)
+            out["claims_settle_s"] = round(time.monotonic() - t0, 1)
+            cpu1 = {k: cpu_seconds(p) for k, p in pids.items()}
+            # Who does the claiming's work: the schedd, or the startds (do they keep up?).
+            out["cpu_during_claims_s"] = {k: round(cpu1[k] - cpu0[k], 2) for k in pids
+                                          if cpu0.get(k) is not None and cpu1.get(k) is not None}
+            emit(f"    {out['jobs_running']} of {rec.matches} matched jobs running on the startds "
+                 f"{out['claims_settle_s']:.1f} s after the cycle (CPU s meanwhile: "
+                 + ", ".join(f"{k} {v:.1f}" for k, v in out["cpu_during_claims_s"].items()) + ")")
+            peaks.update({k: round(v, 1) for k, d in startds.daemons.items() if (v := peak_rss_mb(d.pid)) is not None})
+            out["startd_pss_mb"] = {k: round(v, 1) for k, d in startds.daemons.items()
+                                    if (v := pss_mb(d.pid)) is not None}
+            out["peak_rss_mb"] = peaks
             out.update(_bytes_per_item(out["peak_rss_mb"], real_slots, n))
             dead = [k for k, d in {**core.daemons, **startds.daemons}.items() if not d.alive()]
             if dead:
@@ -293,6 +350,24 @@ def _bytes_per_item(peaks: dict[str, float], slots: int, jobs: int) -> dict[str,
     if startd:
         out["startd_bytes_per_slot"] = round(sum(startd) * mib / slots)
     return out
+
+
+async def _claims_settled(c: PoolClient, matches: int) -> int:
+    """The number of busy slots in the collector, once it reaches `matches` or stops growing
+    (a match whose claim failed never runs), or at the time limit: whatever runs then."""
+    deadline = time.monotonic() + max(CLAIMS_TIMEOUT_S, matches / CLAIMS_MIN_PER_S)
+    best, grew = -1, time.monotonic()
+    while True:
+        try:
+            busy = len(await c.collector.query("Machine", constraint='Activity == "Busy"', projection=["Name"],
+                                               give_up_after_s=5.0))
+        except grpc.aio.AioRpcError:
+            busy = best
+        if busy > best:
+            best, grew = busy, time.monotonic()
+        if best >= matches or time.monotonic() - grew >= CLAIMS_STALL_S or time.monotonic() >= deadline:
+            return max(best, 0)
+        await asyncio.sleep(CLAIMS_POLL_S)
 
 
 async def _at_least(count, n: int) -> int:
@@ -349,7 +424,9 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
             lines.append(f"  {r['slots']:>7} " + ", ".join(f"{k} {v:.0f}" for k, v in r["peak_rss_mb"].items()))
             lines.append(f"  {'':>7} {r.get('collector_bytes_per_slot_ad', 0):,} B per slot ad, "
                          f"{r.get('schedd_bytes_per_idle_job', 0):,} B per idle job, "
-                         f"{r.get('startd_bytes_per_slot', 0):,} B per slot")
+                         f"{r.get('startd_bytes_per_slot', 0):,} B per slot (startds read with "
+                         f"{r.get('jobs_running', 0):,} jobs running; their PSS "
+                         f"{sum((r.get('startd_pss_mb') or {}).values()):.0f} MB)")
     lines.append("  set-up per size (wall s): submit / advertise / whole run:")
     for r in rows:
         if "submit_s" in r:

@@ -69,6 +69,8 @@ def measure(slots: int, cls: str) -> dict[str, Any]:
     from daemons.startd.daemon import host_names, machine_ad_texts
     from daemons.startd.slots import Startd
 
+    from daemons.core.memory import fix_mmap_threshold
+    fix_mmap_threshold()    # as the runner does for a startd process
     machines = max(1, slots // SLOTS_PER_MACHINE)
     slots = machines * SLOTS_PER_MACHINE
     with tempfile.TemporaryDirectory(prefix="htcpool-bench-startd-") as d:

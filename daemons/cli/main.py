@@ -14,8 +14,24 @@ os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 from daemons.cli.base import DEFAULT_STATE_DIR, CliError  # noqa: E402
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from daemons.cli.commands import MODULES
+def command_word(argv: Sequence[str]) -> str | None:
+    """The command's name: the first word that is neither an option nor --pool's or --state-dir's value."""
+    value_next = False
+    for a in argv:
+        if value_next:
+            value_next = False
+        elif a in ("--pool", "--state-dir"):
+            value_next = True
+        elif a == "--":
+            return None
+        elif not a.startswith("-"):
+            return a
+    return None
+
+
+def build_parser(only: tuple[str, ...] | None = None) -> argparse.ArgumentParser:
+    """The htcpool parser; `only`: just these command modules (daemons.cli.commands.NAMES)."""
+    from daemons.cli.commands import NAMES, modules
     # --pool and --state-dir work before or after the command name.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--pool", default=argparse.SUPPRESS,
@@ -30,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         return _add_parser(name, parents=[common], **kw)
     sub.add_parser = add_parser  # type: ignore[method-assign]
     sub.common_parent = common   # for nested subcommands (bench NAME, experiment NAME)
-    for module in MODULES:
+    for module in modules(only or NAMES):
         module.register(sub)
     return p
 
@@ -39,7 +55,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Everything after a bare -- is the daemon's own command line (drainboss's seed options).
     options = argv[argv.index("--") + 1:] if "--" in argv else []
-    args = build_parser().parse_args(argv[:len(argv) - len(options) - 1] if options or "--" in argv else argv)
+    # A daemon process builds only the parser of `daemon` (daemons.cli.commands: modules()).
+    parser = build_parser(("lifecycle",) if command_word(argv) == "daemon" else None)
+    args = parser.parse_args(argv[:len(argv) - len(options) - 1] if options or "--" in argv else argv)
     args.options = options
     if args.command != "daemon":
         # Retry chatter belongs in daemon logs; a command reports the outcome once.

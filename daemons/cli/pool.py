@@ -77,10 +77,12 @@ class DaemonProc:
 
 @dataclass(frozen=True)
 class StartdSpec:
-    """One startd process of a heterogeneous pool: its own configuration and machines."""
+    """One startd process of a heterogeneous pool: its own configuration and machines, and
+    machines of other configurations it emulates too (`also`, each with its host prefix)."""
     config_file: Path
     machines: int = 1
     host_prefix: str | None = None
+    also: tuple["StartdSpec", ...] = ()
 
 
 class LocalPool:
@@ -291,8 +293,12 @@ class LocalPool:
     def _startd_args(self, index: int) -> list[str]:
         if self.startd_specs:
             spec = self.startd_specs[index - 1]
-            return ["--machines", str(spec.machines), "--seed", str(index),
+            args = ["--machines", str(spec.machines), "--seed", str(index),
                     "--host-prefix", spec.host_prefix or f"exec{index}-"]
+            for j, group in enumerate(spec.also, 1):
+                prefix = group.host_prefix or f"exec{index}g{j}-"
+                args += ["--machine-group", f"{group.machines}:{prefix}:{Path(group.config_file).resolve()}"]
+            return args
         args = ["--machines", str(self.machines), "--seed", str(index)]
         if self.startds > 1 or self.host_prefix is not None:
             prefix = self.host_prefix if self.host_prefix is not None else "exec"
@@ -308,8 +314,9 @@ class LocalPool:
         roles = tuple(r for r in self.roles if r != "startd" or not self.startd_specs) if self.check_roles else ()
         check_config_file(self.config_file, self.state_dir, roles=roles, env=self._base_env())
         for spec in self.startd_specs:
-            check_config_file(spec.config_file, self.state_dir, roles=("startd",) if self.check_roles else (),
-                              env=self._base_env())
+            for one in (spec, *spec.also):
+                check_config_file(one.config_file, self.state_dir, roles=("startd",) if self.check_roles else (),
+                                  env=self._base_env())
         deadline = time.monotonic() + timeout_s
         if "collector" in self.roles:
             d = self._spec("collector", "collector")

@@ -1,6 +1,6 @@
 """Processes a local pool runs: whether a pid is still one of our daemons, waiting for
 processes to be gone (zombies of other parents included), stopping a pool's daemons in
-order, and their peak resident set for the benches."""
+order, and their peak resident set (and proportional set) for the benches."""
 from __future__ import annotations
 
 import os
@@ -19,6 +19,18 @@ def peak_rss_mb(pid: int) -> float | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def pss_mb(pid: int) -> float | None:
+    """The proportional set size of a live process now, in MiB: its resident pages, each page
+    it shares with other processes (the interpreter's and libraries' code) divided among them."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
                 return int(line.split()[1]) / 1024.0
     except (OSError, ValueError, IndexError):
         return None

@@ -64,10 +64,34 @@ def read_role_config(role: str, param: configmod.Param, *, name: str | None = No
     raise ConfigError(f"unknown daemon role {role!r}; one of {', '.join(ROLES)}")
 
 
+def parse_machine_group(text: str) -> tuple[int, str, str]:
+    """`--machine-group COUNT:PREFIX:CONFIG` -> (count, prefix, config file)."""
+    parts = text.split(":", 2)
+    if len(parts) != 3 or not parts[0].isdigit() or int(parts[0]) < 1 or not parts[1] or not parts[2]:
+        raise ConfigError(f"--machine-group {text!r}: give COUNT:PREFIX:CONFIG, COUNT machines named PREFIX001, "
+                          f"PREFIX002, ... configured by the file CONFIG")
+    return int(parts[0]), parts[1], parts[2]
+
+
+def read_machine_groups(groups: list[str]) -> list[tuple[int, str, Any]]:
+    """Each --machine-group's StartdConfig, read from its own file before the daemon's own
+    configuration is loaded (htcondor2 holds one configuration per process; what it reads
+    is kept in frozen dataclasses, so the daemon's, loaded last, is the one that stays)."""
+    from daemons.startd.config import read_startd_config
+    out = []
+    for text in groups:
+        count, prefix, path = parse_machine_group(text)
+        out.append((count, prefix, read_startd_config(configmod.load(path))))
+    return out
+
+
 def build_daemon(role: str, param: configmod.Param, *, name: str | None = None, machines: int = 1,
-                 host_prefix: str | None = None, seed: int = 0, options: str = "") -> Daemon:
+                 host_prefix: str | None = None, seed: int = 0, options: str = "",
+                 machine_groups: list[tuple[int, str, Any]] | None = None) -> Daemon:
     common, cfg = read_role_config(role, param, name=name, machines=machines, host_prefix=host_prefix,
                                    options=options)
+    if machine_groups and role != "startd":
+        raise ConfigError(f"--machine-group: only a startd emulates machines, not the {role}")
     # Bounds on ClassAd text hold for everything this process parses from now on.
     limits.configure(common.classad_limits)
     if role == "collector":
@@ -82,7 +106,13 @@ def build_daemon(role: str, param: configmod.Param, *, name: str | None = None, 
     if role == "startd":
         from daemons.startd.daemon import StartdDaemon, host_names
         hosts = host_names(common.full_hostname, machines, host_prefix)
-        return StartdDaemon(common, cfg, hosts, seed=seed)
+        groups = [(host_names(common.full_hostname, n, prefix), group_cfg)
+                  for n, prefix, group_cfg in machine_groups or []]
+        names = hosts + [h for group_hosts, _ in groups for h in group_hosts]
+        if len(set(names)) < len(names):
+            raise ConfigError("--machine-group: two groups of machines have the same host names; give each "
+                              "its own PREFIX (and --host-prefix for the startd's own machines)")
+        return StartdDaemon(common, cfg, hosts, seed=seed, machine_groups=groups)
     if role == "defrag":
         from daemons.defrag.daemon import DefragDaemon
         return DefragDaemon(common, cfg, seed=seed)
@@ -170,14 +200,21 @@ async def serve(daemon: Daemon, address_file: Path | None) -> int:
 
 
 def run(role: str, config_path: str | None, *, address_file: str | None = None, machines: int = 1,
-        host_prefix: str | None = None, name: str | None = None, seed: int = 0, options: str = "") -> int:
+        host_prefix: str | None = None, name: str | None = None, seed: int = 0, options: str = "",
+        machine_groups: list[str] | None = None) -> int:
     if role not in SUBSYS or role not in ROLES:
         print(f"htcpool daemon: unknown role {role!r}; one of {', '.join(ROLES)}", file=sys.stderr)
         return 2
     try:
+        if role == "startd":
+            # A startd lives long with a large steady state between bursts of claims and
+            # updates: what a burst frees goes back to the system (core/memory.py).
+            from daemons.core.memory import fix_mmap_threshold
+            fix_mmap_threshold()
+        groups = read_machine_groups(machine_groups or [])
         param = configmod.load(config_path)
         daemon = build_daemon(role, param, name=name, machines=machines, host_prefix=host_prefix, seed=seed,
-                              options=options)
+                              options=options, machine_groups=groups)
     except (ConfigError, TlsError) as e:
         print(f"htcpool daemon {role}: {e}", file=sys.stderr)
         return 2

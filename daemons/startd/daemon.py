@@ -49,8 +49,7 @@ def machine_ad_texts(machines: Iterable[Machine], now: float, deleted: list[str]
     never follows the ad of a slot that came back under the same name."""
     for m in machines:
         built = m.due_ads(now) if only_due else m.all_ads(now)
-        m.dirty = False
-        m.touched.clear()
+        m.sent()
         deleted.extend(m.deleted)
         m.deleted = []
         for a in built:
@@ -62,8 +61,13 @@ class StartdDaemon(ReportsMixin, Daemon):
     my_type = "StartDaemon"
 
     def __init__(self, common: CommonConfig, cfg: StartdConfig, hosts: list[str],
-                 clock: PoolClock | None = None, seed: int = 0) -> None:
-        self.hosts = hosts  # default_name() needs them during the base constructor
+                 clock: PoolClock | None = None, seed: int = 0,
+                 machine_groups: list[tuple[list[str], StartdConfig]] | None = None) -> None:
+        # The machines of each configuration: `cfg`'s, then those of --machine-group. The
+        # process's own knobs (leases, intervals) are `cfg`'s; a machine's slots and policy
+        # are its group's.
+        self.groups = [(hosts, cfg), *(machine_groups or [])]
+        self.hosts = [h for group_hosts, _ in self.groups for h in group_hosts]  # (default_name() needs them)
         super().__init__(common, clock)
         self.cfg = cfg
         self.seed = seed
@@ -88,18 +92,20 @@ class StartdDaemon(ReportsMixin, Daemon):
         startd_pb2_grpc.add_StartdServicer_to_server(StartdService(self), server)
 
     async def on_start(self) -> None:
-        self.model = Startd(self.hosts, self.cfg, self.address, self.clock.now())
-        self.log.info("emulating %d machine(s): %s; %s", len(self.hosts),
-                      ", ".join(self.hosts[:5]) + (" ..." if len(self.hosts) > 5 else ""),
-                      ", ".join(f"{t.count} x {'partitionable' if t.partitionable else 'static'} slot type "
-                                f"{t.type_id} ({t.size.cpus} cpus, {t.size.memory} MB, {t.size.disk} KB)"
-                                for t in self.cfg.slot_types))
-        for warning in self.cfg.warnings:
-            self.log.warning("%s", warning)
+        own_hosts = self.groups[0][0]
+        self.model = Startd(own_hosts, self.cfg, self.address, self.clock.now(), machine_groups=self.groups[1:])
+        for hosts, cfg in self.groups:
+            self.log.info("emulating %d machine(s): %s; %s", len(hosts),
+                          ", ".join(hosts[:5]) + (" ..." if len(hosts) > 5 else ""),
+                          ", ".join(f"{t.count} x {'partitionable' if t.partitionable else 'static'} slot type "
+                                    f"{t.type_id} ({t.size.cpus} cpus, {t.size.memory} MB, {t.size.disk} KB)"
+                                    for t in cfg.slot_types))
+            for warning in cfg.warnings:
+                self.log.warning("%s", warning)
         self._event_task = self.spawn(self._deliver_events(), "startd:events")
         lease = self.cfg.claim_lease_s
         self.add_periodic("leases", max(1.0, min(self.cfg.alive_interval_s, lease / 10)), self._check_leases)
-        pols = [self.cfg.policy(t) for t in self.cfg.slot_types]
+        pols = [cfg.policy(t) for _, cfg in self.groups for t in cfg.slot_types]
         if any(not policy.never(p.preempt) or not policy.never(p.is_owner) for p in pols):
             # HTCondor evaluates its policy every POLLING_INTERVAL; with PREEMPT and IS_OWNER
             # false whatever happens (the defaults) there is nothing to evaluate.
@@ -155,7 +161,8 @@ class StartdDaemon(ReportsMixin, Daemon):
         c = slot.claim
         assert c is not None
         self.log.info("%s: starting job %s for %.0f s", machine.name_of(slot), c.job_id, end - now)
-        self._job_ends.set(claim_id, end)
+        # Keyed by the claim's own id, not the request's copy of it (116 bytes a busy slot).
+        self._job_ends.set(c.id, end)
         self._changed()
         return True, "", now
 
@@ -279,7 +286,7 @@ class StartdDaemon(ReportsMixin, Daemon):
             self._changed()
         return n
 
-    async def keepalive(self, claim_ids: list[str], schedd_address: str) -> list[str]:
+    async def keepalive(self, claim_ids: Iterable[str], schedd_address: str) -> list[str]:
         """Renew the leases; return the claim ids this startd does not hold.
 
         News of the claims we no longer hold, not yet delivered (a job's exit while the
@@ -414,8 +421,7 @@ class StartdDaemon(ReportsMixin, Daemon):
         now = self.clock.now()
         out = [self._daemon_ad()]
         for m in self.model.machines.values():
-            m.dirty = False
-            m.touched.clear()
+            m.sent()
             out.extend(m.all_ads(now))
         return out
 

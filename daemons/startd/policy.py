@@ -14,6 +14,7 @@ Expressions are evaluated with the slot as MY and the job, if any, as TARGET:
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -85,7 +86,8 @@ def is_owner(machine: "Machine", slot: "Slot", now: float) -> bool:
 def rank(machine: "Machine", slot: "Slot", job_ad: classad2.ClassAd, now: float) -> float:
     """RANK of the slot for a job; undefined counts 0."""
     v = ads.as_float(evaluate(machine, policy_of(machine, slot).rank, slot, job_ad, now))
-    return v if v is not None else 0.0
+    # Every claim keeps its rank: the usual 0 is this module's one float, not a new one each.
+    return v if v is not None and (v != 0.0 or math.copysign(1.0, v) < 0) else 0.0
 
 
 def retirement_time(machine: "Machine", slot: "Slot", now: float) -> float:

@@ -63,7 +63,7 @@ def request_preempting_claim(machine: "Machine", slot: "Slot", job_ad: classad2.
     pre = Claim(machine.ids.next(), schedd_name, schedd_address, submitter, now, now, rank=rank,
                 job_ad_at_claim=job_ad)
     slot.pre = pre
-    machine.registry[pre.id] = (machine, slot.short_name)
+    machine.registry[pre.id] = slot
     if slot.capability:
         machine.registry.pop(slot.capability, None)
         slot.capability = ""

@@ -101,7 +101,9 @@ class StartdService(pb_grpc.StartdServicer):
 
     async def KeepAlive(self, request: pb.KeepAliveRequest,
                         context: grpc.aio.ServicerContext) -> pb.KeepAliveReply:
-        unknown = await self.d.keepalive(list(request.claim_ids), request.schedd_address)
+        # The ids read one at a time from the request: a schedd's keepalive names every claim it
+        # holds here, tens of thousands of them, which as a list would be megabytes at once.
+        unknown = await self.d.keepalive(request.claim_ids, request.schedd_address)
         return pb.KeepAliveReply(unknown_claim_ids=unknown)
 
     async def DrainJobs(self, request: pb.DrainJobsRequest, context: grpc.aio.ServicerContext) -> pb.DrainJobsReply:

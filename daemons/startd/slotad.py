@@ -43,7 +43,10 @@ def consumption_limits(resources: tuple[str, ...]) -> str:
         f"MY.Consumption{r} <= MY.{r})" for r in names) + ")"
 
 
-def slot_ad(machine: "Machine", s: "Slot", now: float, *, for_eval: bool = False) -> dict[str, Any]:
+def slot_ad(machine: "Machine", s: "Slot", now: float, *, for_eval: bool = False,
+            forecast: dict[str, int] | None = None) -> dict[str, Any]:
+    """`forecast`: the machine's drain forecast at `now`, when the caller builds several of
+    its slots' ads at once (it evaluates every running job's policy: once, not per slot)."""
     from daemons.startd.slots import BUSY, RETIRING, SlotKind
 
     cfg, m = machine.cfg, machine.cfg.machine
@@ -156,5 +159,5 @@ def slot_ad(machine: "Machine", s: "Slot", now: float, *, for_eval: bool = False
         a["CurrentTime"] = int(now)
     else:
         from daemons.startd.drain import expected_draining
-        a.update(expected_draining(machine, now))
+        a.update(forecast if forecast is not None else expected_draining(machine, now))
     return a

@@ -33,7 +33,7 @@ import secrets
 import sys
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import classad2
 
@@ -83,6 +83,13 @@ class Claim:
     job_advertised: tuple[tuple[str, str], ...] = ()   # JOB_ATTRS_ADVERTISED the job sets to a string
     job_has_mjrt: bool = False                         # the job sets its own MaxJobRetirementTime
 
+    def __post_init__(self) -> None:
+        # A few schedds and submitters hold thousands of claims, and each RPC brings its own
+        # copy of their names: one string each for all the claims (about 200 bytes a claim).
+        self.schedd_name = sys.intern(self.schedd_name)
+        self.schedd_address = sys.intern(self.schedd_address)
+        self.submitter = sys.intern(self.submitter)
+
     @property
     def job_ad(self) -> classad2.ClassAd | None:
         """The running job's ad (a fresh parse: changes to it are not kept)."""
@@ -105,6 +112,10 @@ class Claim:
 
 # Static and dynamic slots have no children; one empty set, never added to, serves them all.
 NO_CHILDREN: frozenset[int] = frozenset()
+# A machine with no slot touched since its last update (most of them, most of the time):
+# one empty tuple for all, a list of its own only while it holds names (a list: a set of a
+# machine's eight slot names takes 728 bytes, and a burst of claims touches every machine).
+NOTHING_TOUCHED: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -126,6 +137,9 @@ class Slot:
     retire_until: float = 0.0         # the current claim retires until then, then is vacated
     vacate_until: float = 0.0         # a vacate ends (the job is evicted) then
     preempt_reason: str = ""          # why the current claim is being preempted ("" if it is not)
+    # The machine the slot belongs to, so that the claim id index can hold the slot itself
+    # (a (machine, name) tuple for every id cost 56 bytes; a busy slot has two ids).
+    machine: "Machine | None" = field(default=None, repr=False, compare=False)
 
     @property
     def type_id(self) -> int:
@@ -233,15 +247,19 @@ class Shared:
 class Machine:
     """One emulated execute machine and its slots."""
 
+    # A startd holds one per 8 or so slots: no instance dictionary.
+    __slots__ = ("host", "cfg", "address", "ids", "registry", "slots", "deleted", "dirty", "touched", "started",
+                 "drain", "total_drains", "wrl", "outbox", "notes", "preempting", "packer")
+
     def __init__(self, host: str, cfg: StartdConfig, address: str, now: float, ids: ClaimIds,
-                 registry: dict[str, tuple["Machine", str]] | None = None,
+                 registry: "dict[str, Slot] | None" = None,
                  shared: "Shared | None" = None) -> None:
         self.host = host
         self.cfg = cfg
         self.address = address
         self.ids = ids
-        # claim id or capability -> (machine, slot short name), shared by a startd's machines
-        self.registry = registry if registry is not None else {}
+        # claim id or capability -> its slot, shared by a startd's machines
+        self.registry: dict[str, Slot] = registry if registry is not None else {}
         self.slots: dict[str, Slot] = {}
         self.deleted: list[str] = []   # names of deleted dynamic slots not yet invalidated
         # What the collector has not seen: every slot's ad (`dirty`: a change of the machine,
@@ -249,7 +267,7 @@ class Machine:
         # job's end change that slot and, for a dynamic slot made or deleted, its parent;
         # HTCondor's startd too updates only the resource that changed).
         self.dirty = True
-        self.touched: set[str] = set()
+        self.touched: list[str] | tuple[str, ...] = NOTHING_TOUCHED
         self.started = now
         self.drain: DrainState | None = None
         self.total_drains = 0
@@ -268,9 +286,9 @@ class Machine:
                 slot_id += 1
                 kind = SlotKind.PARTITIONABLE if t.partitionable else SlotKind.STATIC
                 s = Slot(slot_id, 0, kind, t, t.size, t.size, UNCLAIMED, IDLE, now, now, capability=ids.next(),
-                         children=set() if t.partitionable else NO_CHILDREN)
+                         children=set() if t.partitionable else NO_CHILDREN, machine=self)
                 self.slots[s.short_name] = s
-                self.registry[s.capability] = (self, s.short_name)
+                self.registry[s.capability] = s
         self.refresh_owner(now)
 
     def name_of(self, slot: Slot) -> str:
@@ -341,7 +359,7 @@ class Machine:
             slot.claim = claim
             self.registry.pop(slot.capability, None)
             slot.capability = self._offer(slot)
-            self.registry[claim.id] = (self, slot.short_name)
+            self.registry[claim.id] = slot
             slot.set_state(CLAIMED, IDLE, now)
             self.touch(slot)
             return ClaimOutcome(True, claim_id=claim.id, slot_name=self.name_of(slot),
@@ -365,12 +383,12 @@ class Machine:
             sub_id += 1
         claim = Claim(self.ids.next(), schedd_name, schedd_address, submitter, now, now, rank=rank)
         d = Slot(slot.slot_id, sub_id, SlotKind.DYNAMIC, slot.spec, size, size, CLAIMED, IDLE, now, now,
-                 claim=claim)
+                 claim=claim, machine=self)
         d.capability = self._offer(d)
         slot.children.add(sub_id)
         slot.free = slot.free - size
         self.slots[d.short_name] = d
-        self.registry[claim.id] = (self, d.short_name)
+        self.registry[claim.id] = d
         if self.name_of(d) in self.deleted:
             self.deleted.remove(self.name_of(d))
         self.touch(slot, d)
@@ -383,7 +401,7 @@ class Machine:
     def _offer(self, slot: Slot) -> str:
         """A fresh claim id that a claimed slot offers for a preempting claim."""
         cap = self.ids.next()
-        self.registry[cap] = (self, slot.short_name)
+        self.registry[cap] = slot
         return cap
 
     def activate(self, slot: Slot, job_ad: classad2.ClassAd, now: float) -> tuple[bool, str, float]:
@@ -479,7 +497,7 @@ class Machine:
         else:
             self.touch(slot)
             slot.capability = self.ids.next()
-            self.registry[slot.capability] = (self, slot.short_name)
+            self.registry[slot.capability] = slot
             slot.set_state(DRAINED if self.drain is not None else UNCLAIMED,
                            RETIRING if self.drain is not None else IDLE, now)
             self.refresh_owner(now)
@@ -489,10 +507,25 @@ class Machine:
         return [s for s in self.slots.values() if s.claim is not None and s.claim.job_id]
 
     def all_ads(self, now: float) -> list[dict[str, Any]]:
-        return [self.slot_ad(s, now) for s in self.slots.values()]
+        return self._ads(list(self.slots.values()), now)
+
+    def _ads(self, slots: list[Slot], now: float) -> list[dict[str, Any]]:
+        # The machine's drain forecast is the same in each of its slots' ads: made once.
+        from daemons.startd.drain import expected_draining
+        forecast = expected_draining(self, now) if slots else None
+        return [slot_ad(self, s, now, forecast=forecast) for s in slots]
 
     def touch(self, *slots: Slot) -> None:
-        self.touched.update(s.short_name for s in slots)
+        if self.touched is NOTHING_TOUCHED:
+            self.touched = []
+        for s in slots:
+            if s.short_name not in self.touched:
+                self.touched.append(s.short_name)   # type: ignore[union-attr]
+
+    def sent(self) -> None:
+        """Its ads have been built for the collector: no slot is due any more."""
+        self.dirty = False
+        self.touched = NOTHING_TOUCHED
 
     @property
     def due(self) -> bool:
@@ -503,27 +536,30 @@ class Machine:
         """The ads of what changed since the last update (every slot's if the machine is dirty)."""
         if self.dirty:
             return self.all_ads(now)
-        return [self.slot_ad(self.slots[n], now) for n in sorted(self.touched) if n in self.slots]
+        return self._ads([self.slots[n] for n in sorted(self.touched) if n in self.slots], now)
 
 
 class Startd:
     """The machines of one startd process, with indexes from claim ids to slots."""
 
     def __init__(self, hosts: list[str], cfg: StartdConfig, address: str, now: float,
-                 secret: Callable[[], str] = new_secret) -> None:
+                 secret: Callable[[], str] = new_secret,
+                 machine_groups: "list[tuple[list[str], StartdConfig]] | None" = None) -> None:
+        """`hosts` configured by `cfg`, then each group's hosts by its own configuration;
+        `cfg` is also the process's (its claim lease)."""
         self.cfg = cfg
         self.ids = ClaimIds(address, now, secret)
-        self.registry: dict[str, tuple[Machine, str]] = {}
+        self.registry: dict[str, Slot] = {}
         self.shared = Shared()
-        self.machines = {h: Machine(h, cfg, address, now, self.ids, self.registry, self.shared) for h in hosts}
+        self.machines = {h: Machine(h, group_cfg, address, now, self.ids, self.registry, self.shared)
+                         for group_hosts, group_cfg in [(hosts, cfg), *(machine_groups or [])] for h in group_hosts}
 
     def _lookup(self, key: str) -> tuple[Machine, Slot] | None:
-        entry = self.registry.get(key)
-        if entry is None:
+        slot = self.registry.get(key)
+        machine = slot.machine if slot is not None else None
+        if machine is None or machine.slots.get(slot.short_name) is not slot:   # (a deleted dynamic slot)
             return None
-        machine, short = entry
-        slot = machine.slots.get(short)
-        return None if slot is None else (machine, slot)
+        return machine, slot
 
     def find_capability(self, capability: str) -> tuple[Machine, Slot] | None:
         found = self._lookup(capability)
@@ -542,9 +578,10 @@ class Startd:
     def claims(self) -> list[tuple[Machine, Slot]]:
         return [(m, s) for m in self.machines.values() for s in m.slots.values() if s.claim is not None]
 
-    def keepalive(self, claim_ids: list[str], schedd_address: str, now: float) -> list[str]:
+    def keepalive(self, claim_ids: Iterable[str], schedd_address: str, now: float) -> list[str]:
         """Renew leases; return the ids this startd does not hold."""
         unknown = []
+        schedd_address = sys.intern(schedd_address)
         for cid in claim_ids:
             found = self.find_claim(cid)
             if found is None:

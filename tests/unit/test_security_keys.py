@@ -135,3 +135,12 @@ def test_create_key_file_racing_itself_makes_one_whole_key(tmp_path):
     assert len(won) == 1
     assert path.read_bytes() == scramble(bytes([won[0]]) * 64)
     assert os.listdir(path.parent) == ["POOL"]
+
+
+@pytest.mark.parametrize("shared", [b"", b"password", b"passwordpassword", bytes(range(256)), b"\xff" * 128])
+def test_derived_key_is_cryptographys_hkdf(shared):
+    # HTCondor's derivation (salt "htcondor", info "master jwt"), with cryptography's HKDF.
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+    expected = HKDF(algorithm=hashes.SHA256(), length=32, salt=b"htcondor", info=b"master jwt").derive(shared)
+    assert derive_jwt_key(shared) == expected

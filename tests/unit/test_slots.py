@@ -270,8 +270,7 @@ def test_static_slot_ad_offers_a_new_claim_id_once_claimed():
 
 def _due(m, now=NOW):
     names = [a["Name"] for a in m.due_ads(now)]
-    m.dirty = False
-    m.touched.clear()
+    m.sent()
     return names
 
 

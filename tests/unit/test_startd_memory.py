@@ -148,8 +148,8 @@ def test_machines_share_slot_names_and_resource_limits():
     n1 = next(k for k in h1.slots if k == "slot3")
     n2 = next(k for k in h2.slots if k == "slot3")
     assert n1 is n2
-    keys = {id(k) for m in sd.machines.values() for k in m.slots}
-    assert all(id(short) in keys for _, short in sd.registry.values())   # the claim id index too
+    # the claim id index holds the slots themselves, no (machine, name) pair for each id
+    assert all(s.machine.slots[s.short_name] is s for s in sd.registry.values())
     assert h1.wrl is h2.wrl
 
 

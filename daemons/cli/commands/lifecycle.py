@@ -65,7 +65,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         raise CliError(f"unexpected arguments {shlex.join(options)!r}: only drainboss takes options", EXIT_USAGE)
     return run(args.role, args.config, address_file=args.address_file, machines=args.machines,
                host_prefix=args.host_prefix, name=args.name, seed=args.seed,
-               options=shlex.join(options))
+               options=shlex.join(options), machine_groups=args.machine_group)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -100,6 +100,9 @@ def register(sub) -> None:
     s.add_argument("--address-file", help="write {address, status_url, pid} here once serving")
     s.add_argument("--machines", type=int, default=1, help="startd: machines to emulate")
     s.add_argument("--host-prefix", help="startd: emulated host names are PREFIX001, PREFIX002, ...")
+    s.add_argument("--machine-group", action="append", default=[], metavar="COUNT:PREFIX:CONFIG",
+                   help="startd: also emulate COUNT machines named PREFIX001, ... as the configuration file "
+                        "CONFIG describes them (their slots and policy; repeatable), in the same process")
     s.add_argument("--name", help="the daemon's Name (default: HTCondor's for the role)")
     s.add_argument("--seed", type=int, default=0, help="seed of the daemon's random choices")
     s.set_defaults(fn=cmd_daemon)

@@ -16,6 +16,7 @@ import json
 import math
 import re
 import secrets
+import sys
 import time
 import warnings
 from collections import OrderedDict
@@ -73,8 +74,20 @@ def parse_scopes(scope: Any) -> frozenset[str] | None:
 
 
 def _jwt():
-    # PyJWT (and the cryptography it loads) only where a token is made or checked: a command
-    # that only sends tokens starts faster without it.
+    # PyJWT only where a token is made or checked: a command that only sends tokens starts
+    # faster without it.
+    if "jwt" not in sys.modules and "cryptography.x509" not in sys.modules:
+        # IDTOKENS are HMAC (ALGORITHMS), which PyJWT does with the standard library; with
+        # cryptography importable it also loads its RSA, EC and EdDSA keys and X.509, which
+        # are 9 MB of every daemon and never used here. With X.509 hidden while PyJWT is
+        # imported, PyJWT does without them (its has_crypto); a process that has loaded
+        # X.509 for TLS keeps PyJWT's full set. (The key derivation's HKDF is cryptography's
+        # too, and loads none of them.)
+        sys.modules["cryptography.x509"] = None  # type: ignore[assignment]
+        try:
+            import jwt  # noqa: F401
+        finally:
+            del sys.modules["cryptography.x509"]
     import jwt
     from jwt.warnings import InsecureKeyLengthWarning
     # HTCondor's key is always 32 bytes (HKDF output), which PyJWT finds short for HS384 and
