@@ -125,8 +125,10 @@ async def run_pool(tally: T.Tally, fuzzer, cls: str, budget_s: float, seed: int,
     deadline = time.monotonic() + budget_s
     targets = rpc_targets()
     n = 0
-    # At least one input whatever the budget: drawing the first batch can take longer than
-    # a small budget on a loaded machine, and a class tried not at all proves nothing.
+    # The whole first batch whatever the budget (of configurations, which each start a
+    # daemon, the first one): drawing and trying it can take longer than a small budget on
+    # a loaded machine, and a class tried on one input proves little either way.
+    least = 1 if cls == "config" else None
     while n == 0 or time.monotonic() < deadline:
         if cls == "submit":
             batch = await asyncio.to_thread(draw_batch, S.submit_file(), 40, seed)
@@ -145,8 +147,10 @@ async def run_pool(tally: T.Tally, fuzzer, cls: str, budget_s: float, seed: int,
         else:
             batch = await asyncio.to_thread(draw_batch, S.config_file(), 10, seed)
         seed += 1
+        if least is None:
+            least = len(batch)
         for x in batch:
-            if n > 0 and time.monotonic() >= deadline:
+            if n >= least and time.monotonic() >= deadline:
                 break
             n += 1
             if cls == "submit":

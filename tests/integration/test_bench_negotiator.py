@@ -21,7 +21,11 @@ def test_bench_negotiator_tiny(tmp_path):
     assert 0 < row["autoclusters"] <= 40 and row["requests"] >= row["autoclusters"]
     assert row["submitters"] == 20
     assert row["jobs"] == 500 and row["job_kinds"] == 40
-    assert set(row["phases_s"]) == {"query", "parse", "accounting", "significant", "group", "prefetch", "negotiate"}
+    # The cycle's phases, and how the negotiate phase splits between the session's sides.
+    assert {"query", "parse", "accounting", "significant", "group", "prefetch", "negotiate",
+            "session_write", "session_serve"} <= set(row["phases_s"]) <= {
+        "query", "parse", "accounting", "significant", "group", "prefetch", "negotiate",
+        "session_write", "session_read", "session_serve"}
     assert "slots  cycle_s  matches/s" in r.stdout
     # Every daemon's peak RSS, and issue 14's memory figures per slot ad, idle job and slot.
     # (one startd process emulates the three groups of machines, one per class)
