@@ -107,7 +107,7 @@ class AdStore:
 
     def update_prepared(self, p: compact.Prepared, now: float) -> StoredAd:
         lifetime = float(p.lifetime) if p.lifetime else self.default_lifetime_s
-        layout, items = self._interner.compact(p.pairs, int(now))
+        layout, items = self._interner.compact_items(p.names, p.items, int(now))
         stored = StoredAd(sys.intern(p.my_type), p.name, layout, items, None, now, lifetime)
         self._ads[_key(p.my_type, p.name)] = stored
         self.updates_total += 1

@@ -243,3 +243,34 @@ def test_the_strict_split_takes_exactly_the_texts_the_plain_pattern_takes():
     texts += [ads.ad_text(slot_attrs(rng, i))[1:-1] for i in range(50)]
     for t in texts:
         assert ads._split_exactly(t) == ads._split_exactly(t, plain), t
+
+
+def test_the_daemons_printed_form_is_read_as_the_strict_split_reads_it():
+    """prepare() reads a text split at "; " (each piece a whole item, remembered once
+    checked) exactly as the strict split reads it: the same items, names, lifetime and
+    address, or None for both; pieces that are not whole items (a "; " inside a string,
+    other spacing) go the strict way."""
+    rng = random.Random(13)
+    canon_fast, canon_strict = compact.Canon(), compact.Canon()
+    values = VALUES + ['"a; b"', '"x\\"; Y = 1"', '"; "', '"p; Q = \\"r"', "1 ; 2", "a;b", " 1", "1 "]
+    taken = 0
+    for i in range(4000):
+        items = [("MyType", '"Machine"'), ("Name", f'"n{rng.randrange(50)}"')]
+        items += [(rng.choice(NAMES), rng.choice(values)) for _ in range(rng.randrange(5))]
+        rng.shuffle(items)
+        sep = rng.choice(["; "] * 4 + SEPARATORS)
+        text = "[ " + sep.join(f"{n} = {v}" for n, v in items) + rng.choice([" ]", "]", "; ]"])
+        got = compact.prepare(text, canon_fast)
+        want = compact._prepare_strictly(text, canon_strict)
+        if i % 500 == 0:
+            canon_fast.items.clear()     # misses and hits both
+        assert (got is None) == (want is None), text
+        if got is not None:
+            taken += 1
+            assert (got.my_type, got.name, got.lifetime, got.my_address, got.names, got.items) == \
+                (want.my_type, want.name, want.lifetime, want.my_address, want.names, want.items), text
+    assert taken > 300
+    # A slot ad as the startd prints it is read the fast way, its items remembered.
+    text = ads.ad_text(slot_attrs(random.Random(1), 1))
+    canon = compact.Canon()
+    assert compact.prepare(text, canon) is not None and len(canon.items) > 5
