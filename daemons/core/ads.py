@@ -150,9 +150,34 @@ def literal(value: Any) -> str:
     raise TypeError(f"no ClassAd literal for {type(value).__name__}")
 
 
+# "Name = value" texts already printed, by (name, type, value): the startd prints tens of
+# thousands of slot ads whose items repeat ("Arch", "Cpus = 1", its START expression),
+# and a look-up costs a fraction of printing. The type is in the key because equal
+# values of different types print differently (True and 1, an Expr and a string); floats
+# are left out (0.0 and -0.0 are equal keys but print differently).
+_ITEM_TEXTS: dict[tuple[str, type, Any], str] = {}
+_ITEM_TEXTS_LIMIT = 20_000
+_MEMO_TYPES = frozenset((str, Expr, int, bool))
+
+
 def ad_text(attrs: Mapping[str, Any]) -> str:
     """New-syntax text of an ad from attribute -> Python value / Expr."""
-    return "[ " + "; ".join(f"{k} = {literal(v)}" for k, v in attrs.items()) + " ]"
+    memo = _ITEM_TEXTS
+    parts = []
+    for k, v in attrs.items():
+        t = v.__class__
+        if t not in _MEMO_TYPES:
+            parts.append(f"{k} = {literal(v)}")
+            continue
+        key = (k, t, v)
+        text = memo.get(key)
+        if text is None:
+            text = f"{k} = {literal(v)}"
+            if len(memo) >= _ITEM_TEXTS_LIMIT:
+                memo.clear()
+            memo[key] = text
+        parts.append(text)
+    return "[ " + "; ".join(parts) + " ]"
 
 
 def text_of_exprs(attrs: Mapping[str, str]) -> str:
