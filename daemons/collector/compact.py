@@ -97,6 +97,21 @@ class Interner:
         out.append(self.last_heard_item(last_heard))
         return layout, tuple(out)
 
+    def refreshed(self, layout: Layout, items: tuple[str, ...], new: list[Item],
+                  last_heard: int) -> tuple[str, ...] | None:
+        """`items` with each of `new` in place of the item of the same name, and
+        LastHeardFrom; None if one of them is not an attribute of the ad (spelt as there)."""
+        out = list(items)
+        index, names, unshared = layout.index, layout.names, layout.unshared
+        intern = self.items.setdefault
+        for text, name, _, _ in new:
+            i = index.get(name.lower())
+            if i is None or names[i] != name:
+                return None
+            out[i] = text if unshared[i] else intern(text, text)
+        out[-1] = self.last_heard_item(last_heard)
+        return tuple(out)
+
     def last_heard_item(self, last_heard: int) -> str:
         text = f"{LAST_HEARD} = {last_heard}"
         return self.items.setdefault(text, text)
@@ -364,19 +379,48 @@ def prepare(text: str, canon: Canon) -> Prepared | None:
     # find too: a complete item's value ends outside any string literal, so the ';' after
     # it ends it there. A piece that is not (a "; " inside a string, other spacing) sends
     # the text the strict way.
+    found = _read(inner, canon)
+    if found is _NOT_PRINTED:
+        return _prepare_strictly(text, canon)
+    return None if found is None else _prepared(found)
+
+
+Item = tuple[str, str, int, str]     # (canonical item text, name, kind, canonical value)
+_NOT_PRINTED: list[Item] = []        # _read's answer for a text not in the printed form
+
+
+def _read(inner: str, canon: Canon) -> list[Item] | None:
+    """The items of `inner` in the daemons' printed form; _NOT_PRINTED when a piece is not
+    a whole item by itself; None when one is, but classad2 would not take it."""
     memo = canon.items
-    found: list[tuple[str, str, int, str]] = []
+    found: list[Item] = []
     for part in inner.split("; "):
         hit = memo.get(part)
         if hit is None:
             m = _ONE_ITEM.match(part)
             if m is None:
-                return _prepare_strictly(text, canon)
+                return _NOT_PRINTED
             hit = _check_item(part, m.group(1), m.group(2), canon)
             if hit is None:
                 return None
         found.append(hit)
-    return _prepared(found)
+    return found
+
+
+def refresh_items(text: str, canon: Canon) -> list[Item] | None:
+    """The items of a refresh ("A = 1; B = 2", possibly empty), each checked as an update's
+    are; None if one does not read, or is one a refresh may not set (MyType, Name,
+    MyAddress, ClassAdLifetime, LastHeardFrom, a daemon's lag), or is named twice."""
+    if not text:
+        return []
+    if len(text) > limits.current().max_ad_size:
+        return None
+    found = _read(text, canon)
+    if not found or any(kind for _, _, kind, _ in found):
+        return None
+    if len({name.lower() for _, name, _, _ in found}) != len(found):
+        return None
+    return found
 
 
 def _check_item(item: str, name: str, value: str, canon: Canon) -> tuple[str, str, int, str] | None:
