@@ -136,7 +136,6 @@ def scan(text: str, max_depth: int) -> str | None:
 # substring of the folded text.
 _FOLD = bytes.maketrans(b"0123456789Ee-Xx", b"0000000000ee+xx")
 _STRUCTURAL_BYTES = _STRUCTURAL.encode()
-_ODD_FOLDED = (b"0" * 19, b"e000", b"e+000", b"0x")
 
 
 def _shallow_ascii(bare: str, max_depth: int) -> bool:
@@ -149,7 +148,7 @@ def _shallow_ascii(bare: str, max_depth: int) -> bool:
     if structural >= max_depth:
         return False
     folded = b.translate(_FOLD)
-    if any(odd in folded for odd in _ODD_FOLDED):
+    if b"0" * 19 in folded or b"e000" in folded or b"e+000" in folded or b"0x" in folded:
         return False
     return structural + b.lower().count(b"is") < max_depth
 
