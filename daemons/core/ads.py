@@ -226,6 +226,30 @@ def split_ad_text(text: str) -> list[tuple[str, str]] | None:
     return items
 
 
+_PLAIN_STRING = re.compile(r'"([^"\\]*)"')
+
+
+def string_values(text: str, names: Iterable[str]) -> dict[str, str] | None:
+    """The named attributes of a one-line ad text whose values are plain string literals
+    (no escapes), read without parsing the ad: {name: the string} for those present. None
+    when the text is not that simple (split_ad_text), a named attribute appears twice or
+    is not a plain string literal: then parse it."""
+    items = split_ad_text(text)
+    if items is None:
+        return None
+    wanted = {n.lower(): n for n in names}
+    out: dict[str, str] = {}
+    for k, v in items:
+        n = wanted.get(k.lower())
+        if n is None:
+            continue
+        m = _PLAIN_STRING.fullmatch(v)
+        if m is None or n in out:
+            return None
+        out[n] = m.group(1)
+    return out
+
+
 def _ad_inner(text: str) -> str | None:
     """What lies between an ad text's brackets; None when it is not bracketed."""
     t = text.strip()

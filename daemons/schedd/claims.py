@@ -24,6 +24,7 @@ from daemons.schedd.scheduling import ScheddClaim
 from daemons.schedd.submit import COMPLETED, IDLE, RUNNING
 
 RPC_TIMEOUT_S = 10.0
+_WHERE = ("StartdIpAddr", "MyAddress", "Name")
 MAX_KEEPALIVES_IN_FLIGHT = 3    # unanswered keepalives to one startd at a time
 
 
@@ -62,15 +63,21 @@ class ClaimsMixin:
     async def _claim_and_run_now(self, job: Job, claim_id: str, slot_ad_text: str, submitter: str,
                                  consumed: dict[str, int] | None = None, limits: str = "",
                                  slot_ad: classad2.ClassAd | None = None) -> None:
-        if slot_ad is None:
+        # The startd's address and the slot's name, read from the text when they are plain
+        # strings (a match's ad is not needed parsed for anything else).
+        known = ads.string_values(slot_ad_text, _WHERE) if slot_ad is None else None
+        if known is None and slot_ad is None:
             try:
                 slot_ad = ads.parse_ad(slot_ad_text, "matched slot ad")
             except ads.AdError as e:
                 job.reserved = False
                 self.log.warning("match for job %s carries a bad slot ad: %s", job.id, e)
                 return
-        addr = _strip_addr(str(ads.get(slot_ad, "StartdIpAddr") or ads.get(slot_ad, "MyAddress") or ""))
-        slot_name = str(ads.get(slot_ad, "Name", "?"))
+        if known is None:
+            assert slot_ad is not None
+            known = {n: v for n in _WHERE if isinstance(v := ads.get(slot_ad, n), str)}
+        addr = _strip_addr(known.get("StartdIpAddr") or known.get("MyAddress") or "")
+        slot_name = known.get("Name") or "?"
         try:
             reply = await self.startd_calls.request_claim(addr, startd_pb2.RequestClaimRequest(
                 claim_id=claim_id, job_ad=common_pb2.ClassAd(text=job.text()), schedd_name=self.name,

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 
 _MISSING = object()
+_AUTOCLUSTER_ATTRS = ("AutoClusterId", "AutoClusterAttrs")    # view() adds them
 _NONE: Mapping[str, str | None] = MappingProxyType({})   # a job's own attributes while it has none
 
 
@@ -30,7 +31,7 @@ class ClusterAd:
     later) and looks the rest up here, so 100,000 jobs of one `queue 100000` hold one
     copy of their common attributes, in memory and in the log.
     """
-    __slots__ = ("cluster", "attrs", "derived", "procs", "born", "_text")
+    __slots__ = ("cluster", "attrs", "derived", "procs", "born", "_text", "_items")
 
     def __init__(self, cluster: int) -> None:
         self.cluster = cluster
@@ -44,10 +45,19 @@ class ClusterAd:
         # (submitter, Owner, JobStatus, RequestCpus, -JobPrio); None: not yet worked out.
         self.born: tuple[str, str, int, int, int] | None = None
         self._text: tuple[str, bool] | None = None
+        self._items: tuple[list[str], dict[str, int]] | None = None
 
     def changed(self) -> None:
         self.born = None
         self._text = None
+        self._items = None
+
+    def items(self) -> tuple[list[str], dict[str, int]]:
+        """Each attribute's "Name = value" text, in order, and each name's place: printed
+        once for every job of the cluster (Job.text)."""
+        if self._items is None:
+            self._items = ([f"{k} = {v}" for k, v in self.attrs.items()], {k: i for i, k in enumerate(self.attrs)})
+        return self._items
 
     def text(self) -> tuple[str, bool]:
         """The attributes as ad text without brackets, printed once for every job of the
@@ -279,7 +289,38 @@ class Job:
         return classad2.ClassAd(ads.text_of_exprs(self.view() if private else self.public_view()))
 
     def text(self) -> str:
-        return ads.text_of_exprs(self.view())
+        """The text of view(). The cluster's items are printed once for all its jobs
+        (ClusterAd.items); a job's own values take their places (a job's ad is sent with
+        every claim and activation)."""
+        cad = self.cad
+        own = self.own
+        if cad is None or (self.ac_id is not None and any(n in own or n in cad.attrs or n in cad.derived
+                                                          for n in _AUTOCLUSTER_ATTRS)):
+            return ads.text_of_exprs(self.view())
+        base, index = cad.items()
+        parts: list[str | None] = list(base)
+        extra = []
+        for k, v in own.items():
+            i = index.get(k)
+            if i is not None:
+                parts[i] = None if v is None else f"{k} = {v}"
+        number = str(self.proc)
+        derived = cad.derived
+        for k, (head, tail) in derived.items():
+            if k in index:
+                continue
+            o = own.get(k, _MISSING)
+            if o is _MISSING:
+                extra.append(f"{k} = {head}{number}{tail}")
+            elif o is not None:
+                extra.append(f"{k} = {o}")
+        for k, v in own.items():
+            if v is not None and k not in index and k not in derived:
+                extra.append(f"{k} = {v}")
+        if self.ac_id is not None:
+            extra.append(f"AutoClusterId = {self.ac_id}")
+            extra.append(f"AutoClusterAttrs = {ads.literal(','.join(self.ac_attrs))}")
+        return "[ " + "; ".join([p for p in parts if p is not None] + extra) + " ]"
 
     def ad_text(self, private: bool, extra: dict[str, str] | None = None) -> str:
         """The text of view() (or public_view()) with `extra` set, as text_of_exprs prints

@@ -59,6 +59,7 @@ class JobQueue:
         # claim may still take. After a cycle of thousands of matches every leftover claim
         # used to walk past all of them first.
         self._free_keys: dict[str, list[tuple[int, int, int]]] = {}
+        self.freed = 0       # idle jobs that became free to take so far (scheduling.Request)
         # Told of every change to the idle order and of every job whose autocluster id is
         # dropped (requests.RequestLists), so request lists need not be rebuilt each cycle.
         self.listener = None
@@ -112,6 +113,7 @@ class JobQueue:
         there = i < len(keys) and keys[i] == key
         if free and not there:
             keys.insert(i, key)
+            self.freed += 1
         elif not free and there:
             del keys[i]
         if not keys:

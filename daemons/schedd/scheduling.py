@@ -39,12 +39,25 @@ class Request:
     count: int
     autocluster: int = 0
     jobs: list[Job] = field(default_factory=list)
+    # Jobs before `taken` were all taken (reserved or started) when last looked at, and
+    # stay so until the queue frees an idle job again (JobQueue.freed): each match of a
+    # request of thousands of jobs would otherwise walk past every job earlier matches took.
+    taken: int = 0
+    freed_at: int = -1
 
     def next_job(self) -> Job | None:
         """The first job of the request still waiting for a slot."""
-        for j in self.jobs:
-            if j.status == IDLE and not j.reserved:
+        jobs = self.jobs
+        queue = jobs[0].queue if jobs else None
+        freed = queue.freed if queue is not None else -1
+        start = self.taken if freed == self.freed_at and freed >= 0 else 0
+        self.freed_at = freed
+        for i in range(start, len(jobs)):
+            j = jobs[i]
+            if not j.reserved and j.status == IDLE:
+                self.taken = i
                 return j
+        self.taken = len(jobs)
         return None
 
 

@@ -105,3 +105,13 @@ def test_ad_text_prints_repeated_items_as_it_printed_them_first():
         for v in values:
             assert ads.ad_text({"A": v}) == f"[ A = {ads.literal(v)} ]"
     assert ads.ad_text({"A": 1, "B": ads.Expr("A + 1")}) == "[ A = 1; B = A + 1 ]"
+
+
+def test_string_values_reads_plain_strings_or_leaves_the_ad_to_the_parser():
+    text = '[ Name = "slot1_1@h"; Cpus = 1; StartdIpAddr = "<127.0.0.1:5>"; Machine = "h" ]'
+    assert ads.string_values(text, ("StartdIpAddr", "MyAddress", "Name")) == {
+        "Name": "slot1_1@h", "StartdIpAddr": "<127.0.0.1:5>"}
+    assert ads.string_values('[ name = "a" ]', ("Name",)) == {"Name": "a"}
+    for odd in ['[ Name = strcat("a", "b") ]', '[ Name = "a\\"b" ]', '[ Name = "a"; NAME = "b" ]',
+                '[ Name = "a"; N = [ x = 1 ] ]', "not an ad"]:
+        assert ads.string_values(odd, ("Name",)) is None, odd

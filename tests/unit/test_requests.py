@@ -95,3 +95,26 @@ def test_next_job_returns_a_job_again_once_released():
 def test_next_job_of_an_empty_request():
     job = Job(1, 0, attrs={"JobStatus": "1"})
     assert Request("1:0", job, 0, 1, []).next_job() is None
+
+
+def test_next_job_in_a_queue_walks_past_taken_jobs_once_and_sees_a_freed_one():
+    """In a queue, a request remembers how far its jobs are taken, and starts again from
+    its first job only once the queue has freed one (a claim refused gives its job back)."""
+    from daemons.schedd.jobqueue import JobQueue
+    from daemons.schedd.submit import SubmitContext, build_cluster, parse_submit
+    q = JobQueue("example.org")
+    q.submit_transaction(build_cluster(parse_submit("cmd = /bin/true\nqueue 6\n"),
+                                       SubmitContext("alice", "example.org", 1, 1000, schedd_name="s")), 1)
+    jobs = [q.jobs[(1, i)] for i in range(6)]
+    r = Request("1:0", jobs[0], 6, 1, list(jobs))
+    taken = []
+    for _ in range(4):
+        j = r.next_job()
+        j.reserved = True
+        taken.append(j)
+    assert taken == jobs[:4] and r.taken == 3
+    assert r.next_job() is jobs[4]
+    jobs[1].reserved = False        # given back: the first waiting job again
+    assert r.next_job() is jobs[1]
+    jobs[1].reserved = True
+    assert r.next_job() is jobs[4]
