@@ -87,6 +87,7 @@ class ClaimsMixin:
             self.log.warning("could not request a claim on %s at %s for job %s: %s", slot_name, addr, job.id,
                              describe(e))
             return
+        self._heard(addr, self.clock.now())
         if not reply.ok:
             job.reserved = False
             self.counters["claims_refused"] += 1
@@ -176,6 +177,7 @@ class ClaimsMixin:
             reply = await self.startd_calls.activate_claim(claim.startd_address, startd_pb2.ActivateClaimRequest(
                 claim_id=claim.id, job_ad=common_pb2.ClassAd(text=job_ad)))
             ok, reason = reply.ok, reply.reason
+            self._heard(claim.startd_address, self.clock.now())
         except grpc.aio.AioRpcError as e:
             ok, reason = False, describe(e)
         if not ok:
@@ -257,8 +259,11 @@ class ClaimsMixin:
         accepted = 0
         finished: list[Job] = []
         freed: list[ScheddClaim] = []
+        now = self.clock.now()
         for ev in events:
             claim = self.claims.get(ev.claim_id)
+            if claim is not None:
+                self._heard(claim.startd_address, now)
             if claim is not None and claim.pending:
                 # News of a preempting claim: the slot is ours now, or it will never be.
                 if ev.kind == schedd_pb2.CLAIM_READY:
@@ -362,10 +367,12 @@ class ClaimsMixin:
             self._keepalives[address] = pending
             if pending and (len(pending) >= MAX_KEEPALIVES_IN_FLIGHT
                             or now - pending[-1][0] < self.cfg.alive_interval_s):
+                heard = self._startd_heard.get(address, 0.0)
                 for c in claims:
-                    if c.id in self.claims and now - c.last_alive_ok > limit:
+                    silent = now - max(c.last_alive_ok, heard)
+                    if c.id in self.claims and silent > limit:
                         await self._claim_lost(c, f"startd at {address} has not answered a keepalive for "
-                                                  f"{now - c.last_alive_ok:.0f} s")
+                                                  f"{silent:.0f} s")
                 continue
             pending.append((now, self.spawn(self._keepalive_one(address, claims), f"schedd:keepalive:{address}")))
         for address in [a for a, p in self._keepalives.items() if a not in by_addr and all(t.done() for _, t in p)]:
@@ -380,11 +387,14 @@ class ClaimsMixin:
             # A startd (or this schedd) that runs behind answers late; only a lease's worth of
             # silence beyond the pool's own lag means the startd is gone.
             limit = self.cfg.claim_lease_s + self.lag_allowance_s()
+            heard = self._startd_heard.get(address, 0.0)
             for c in claims:
-                if c.id in self.claims and now - c.last_alive_ok > limit:
+                silent = now - max(c.last_alive_ok, heard)
+                if c.id in self.claims and silent > limit:
                     await self._claim_lost(c, f"startd at {address} unreachable for "
-                                              f"{now - c.last_alive_ok:.0f} s ({describe(e)})")
+                                              f"{silent:.0f} s ({describe(e)})")
             return
+        self._heard(address, now)
         unknown = set(reply.unknown_claim_ids)
         for c in claims:
             if c.id not in self.claims:
@@ -393,6 +403,12 @@ class ClaimsMixin:
                 await self._claim_lost(c, "the startd no longer holds the claim")
             else:
                 c.last_alive_ok = max(c.last_alive_ok, now)   # an older call may answer after a newer one
+
+    def _heard(self, address: str, now: float) -> None:
+        """The startd at `address` answered or called: it is up. Its claims are not given up
+        for silence while it is heard from (it reports the claims it drops itself)."""
+        if now > self._startd_heard.get(address, 0.0):
+            self._startd_heard[address] = now
 
     async def _claim_lost(self, claim: ScheddClaim, reason: str) -> None:
         self.claims.pop(claim.id, None)

@@ -1,4 +1,4 @@
-"""Parsed slot ads for policy evaluation, kept for the slots evaluated most recently.
+"""Parsed slot ads for policy evaluation, kept for the partitionable slots evaluated last.
 
 A claim evaluates the slot's Requirements, RANK and MODIFY_REQUEST_EXPR_* with the slot
 ad as MY, and so does every activation; building that ad meant printing the slot's
@@ -7,8 +7,9 @@ partitionable slot is claimed again and again (its leftovers), with a few attrib
 different each time (Cpus, Memory, NumDynamicSlots, EnteredCurrentState...). So the
 parsed ad of each of the last few hundred slots is kept with the attributes it was made
 from, and the next time only what differs is set on it: the same ad a fresh parse would
-give (tests/unit/test_eval_ads.py compares them). The number kept is bounded: a parsed
-ad costs about 5 KB, and a startd of 50,000 slots keeps only its recent ones.
+give (tests/unit/test_eval_ads.py compares them). Only partitionable slots' ads are kept
+(Machine.classad), at most KEEP of them: a parsed ad costs about 5 KB, and a startd of
+50,000 static slots keeps none.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import classad2
 
 from daemons.core import ads
 
-KEEP = 512      # slots whose parsed ad is kept
+KEEP = 2048     # partitionable slots whose parsed ad is kept
 
 
 @functools.lru_cache(maxsize=4096)

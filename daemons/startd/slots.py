@@ -285,7 +285,12 @@ class Machine:
 
     def classad(self, s: Slot, now: float) -> classad2.ClassAd:
         """The slot's ad as policy expressions see it (MY), parsed; not to be changed."""
-        return self.eval_ads.get((self.host, s.short_name), self.slot_ad(s, now, for_eval=True))
+        attrs = self.slot_ad(s, now, for_eval=True)
+        if s.kind is not SlotKind.PARTITIONABLE:
+            # Claimed once, activated once or a few times: only a partitionable slot, claimed
+            # again for each leftover, gains from keeping its parsed ad.
+            return classad2.ClassAd(ads.ad_text(attrs))
+        return self.eval_ads.get((self.host, s.short_name), attrs)
 
     def evaluate(self, expr: str, s: Slot, job_ad: classad2.ClassAd | None, now: float) -> Any:
         """An expression with the slot as MY and the job as TARGET."""
