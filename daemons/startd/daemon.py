@@ -73,6 +73,8 @@ class StartdDaemon(ReportsMixin, Daemon):
         # cost about 700 bytes per busy slot).
         self._job_ends = TimerQueue(self.clock, self._job_done, self.log)
         self._flush_task: asyncio.Task | None = None
+        # One collector update (or refresh) at a time, so they reach it in the order made.
+        self._updating = asyncio.Lock()
         self._init_reports()
         self._event_task: asyncio.Task | None = None
         self.jobs_started = 0
@@ -393,8 +395,9 @@ class StartdDaemon(ReportsMixin, Daemon):
 
             try:
                 assert self.collector is not None
-                await self.collector.update(texts(), invalidate_type="Machine", invalidate_names=deleted,
-                                            give_up_after_s=2.0)
+                async with self._updating:
+                    await self.collector.update(texts(), invalidate_type="Machine", invalidate_names=deleted,
+                                                give_up_after_s=2.0)
             except Exception as e:
                 if build_failed:
                     raise
@@ -435,7 +438,8 @@ class StartdDaemon(ReportsMixin, Daemon):
             yield from machine_ad_texts(due, self.clock.now(), deleted, only_due=True)
 
         try:
-            await self.collector.update(texts(), invalidate_type="Machine", invalidate_names=deleted)
+            async with self._updating:
+                await self.collector.update(texts(), invalidate_type="Machine", invalidate_names=deleted)
         except BaseException:
             # What was built for this update goes again, whole, and the deleted names with it.
             for m in due:
@@ -450,7 +454,11 @@ class StartdDaemon(ReportsMixin, Daemon):
                 count[0] += len(r.names)
                 yield r.names, r.items, r.own
 
-        missed = await self.collector.refresh("Machine", refreshes())
+        # Planned once no whole update is on its way: a slot whose changed ad is being sent
+        # is not refreshed before that ad is in (a refresh stamps LastHeardFrom, which the
+        # negotiator reads as "this ad is current").
+        async with self._updating:
+            missed = await self.collector.refresh("Machine", refreshes())
         self.ads_refreshed += count[0] - len(missed)
         for name in missed:
             short, _, host = name.partition("@")
