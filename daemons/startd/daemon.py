@@ -8,6 +8,7 @@ restarting still hears that its job finished.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any, Iterable, Iterator
 
 import classad2
@@ -73,8 +74,9 @@ class StartdDaemon(ReportsMixin, Daemon):
         # cost about 700 bytes per busy slot).
         self._job_ends = TimerQueue(self.clock, self._job_done, self.log)
         self._flush_task: asyncio.Task | None = None
-        # One collector update (or refresh) at a time, so they reach it in the order made.
-        self._updating = asyncio.Lock()
+        # Machines whose changed ads are in an update on its way: not refreshed meanwhile (a
+        # refresh stamps LastHeardFrom, which the negotiator reads as "this ad is current").
+        self._hosts_sending: dict[str, int] = {}
         self._init_reports()
         self._event_task: asyncio.Task | None = None
         self.jobs_started = 0
@@ -395,7 +397,7 @@ class StartdDaemon(ReportsMixin, Daemon):
 
             try:
                 assert self.collector is not None
-                async with self._updating:
+                async with self._sending(dirty):
                     await self.collector.update(texts(), invalidate_type="Machine", invalidate_names=deleted,
                                                 give_up_after_s=2.0)
             except Exception as e:
@@ -406,6 +408,19 @@ class StartdDaemon(ReportsMixin, Daemon):
                     m.dirty = True
                 dirty[0].deleted.extend(deleted)
                 await asyncio.sleep(1.0)
+
+    @contextlib.asynccontextmanager
+    async def _sending(self, machines: list[Machine]):
+        hosts = [m.host for m in machines]
+        for h in hosts:
+            self._hosts_sending[h] = self._hosts_sending.get(h, 0) + 1
+        try:
+            yield
+        finally:
+            for h in hosts:
+                n = self._hosts_sending.pop(h, 1) - 1
+                if n > 0:
+                    self._hosts_sending[h] = n
 
     def _daemon_ad(self) -> dict[str, Any]:
         daemon_ad = self.base_ad()
@@ -438,7 +453,7 @@ class StartdDaemon(ReportsMixin, Daemon):
             yield from machine_ad_texts(due, self.clock.now(), deleted, only_due=True)
 
         try:
-            async with self._updating:
+            async with self._sending(due):
                 await self.collector.update(texts(), invalidate_type="Machine", invalidate_names=deleted)
         except BaseException:
             # What was built for this update goes again, whole, and the deleted names with it.
@@ -450,15 +465,11 @@ class StartdDaemon(ReportsMixin, Daemon):
         count = [0]
 
         def refreshes() -> Iterator[tuple[tuple[str, ...], str, tuple[str, ...]]]:
-            for r in refresh.plan(machines, self.clock.now, sent):
+            for r in refresh.plan(machines, self.clock.now, sent, self._hosts_sending):
                 count[0] += len(r.names)
                 yield r.names, r.items, r.own
 
-        # Planned once no whole update is on its way: a slot whose changed ad is being sent
-        # is not refreshed before that ad is in (a refresh stamps LastHeardFrom, which the
-        # negotiator reads as "this ad is current").
-        async with self._updating:
-            missed = await self.collector.refresh("Machine", refreshes())
+        missed = await self.collector.refresh("Machine", refreshes())
         self.ads_refreshed += count[0] - len(missed)
         for name in missed:
             short, _, host = name.partition("@")

@@ -15,7 +15,7 @@ collector no longer holds (a restart, an expiry) is named back, and then sent wh
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Callable, Container, Iterable, Iterator
 
 from daemons.core import ads
 from daemons.startd.drain import expected_draining
@@ -45,12 +45,14 @@ def whole(machines: Iterable["Machine"]) -> dict[str, frozenset[str] | None]:
 
 
 def plan(machines: Iterable["Machine"], clock: Callable[[], float],
-         sent: dict[str, frozenset[str] | None]) -> Iterator[Refresh]:
+         sent: dict[str, frozenset[str] | None], sending: Container[str] = ()) -> Iterator[Refresh]:
     """The refreshes of every slot not just `sent` whole (whole()), nor marked for its
     own update since (a change goes whole), made one machine at a time as they are sent,
-    each at the time then."""
+    each at the time then. Machines with changed ads on their way (`sending`, by host)
+    wait for the next: a refresh must not stamp an ad the collector has not caught up
+    with."""
     for m in machines:
-        if m.dirty:
+        if m.dirty or m.host in sending:
             continue
         done = sent.get(m.host, frozenset())
         if done is None:
