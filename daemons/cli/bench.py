@@ -2,8 +2,8 @@
 
 throughput: a pool of `--machines` emulated machines (one startd process, one
 `--cpus`-core partitionable slot each) runs `--jobs` zero-length jobs of one
-cluster; the figure is wall time from submit until the schedd's history holds every
-job completed. Then, on the same live pool, the wall cost of one collector update of
+cluster; the figure is wall time from submit until the schedd has counted every job
+completed (its history must then hold each job, completed, exactly once). Then, on the same live pool, the wall cost of one collector update of
 one ad and of one query that returns 1,000 slot ads, and each daemon's peak RSS.
 
 The pool runs at a high TIME_SCALE so that pool-time waits (negotiation interval,
@@ -41,6 +41,7 @@ STARTUP_TIMEOUT_S = 120.0            # wall seconds for every machine's ads to r
 JOBS_TIMEOUT_MIN_S = 300.0           # wall seconds for all jobs to complete (at least)
 POLL_INTERVAL_S = 0.25               # polls of the schedd's completed-job counter
 STALL_TIMEOUT_S = 60.0               # wall seconds without a new completion: the run is stuck
+HISTORY_WAIT_S = 30.0                # wall seconds for the last counted completions to reach the history
 AD_UPDATES = 300
 QUERY_ADS = 1000
 QUERY_REPEATS = 20
@@ -189,6 +190,25 @@ async def _left_over(c: PoolClient, cluster: int, show: int = 10) -> str:
     return f"still in the queue: {', '.join(parts) or 'nothing'}{more}"
 
 
+async def _completed_history(c: PoolClient, cluster: int, n_jobs: int) -> list:
+    """The cluster's history records once it holds all `n_jobs` (a completion is counted
+    just before its record is committed); BenchFailed unless each job is there exactly
+    once, completed."""
+    fields = ["ProcId", "JobStatus", "JobCurrentStartDate", "CompletionDate", "LastRemoteHost"]
+    deadline = time.monotonic() + HISTORY_WAIT_S
+    while True:
+        history = await c.jobs(f"ClusterId == {cluster}", fields, history=True)
+        if len(history) >= n_jobs or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(POLL_INTERVAL_S)
+    procs = [ads.get(h, "ProcId") for h in history]
+    if len(history) != n_jobs or len(set(procs)) != n_jobs or any(ads.get(h, "JobStatus") != 4 for h in history):
+        twice = sorted({p for p in procs if procs.count(p) > 1})[:10]
+        raise BenchFailed(f"the history holds {len(history)} record(s) of {len(set(procs))} job(s) for "
+                          f"{n_jobs} jobs" + (f"; completed more than once: {twice}" if twice else ""))
+    return history
+
+
 # ---- throughput ----------------------------------------------------------------------------
 async def _throughput(pool: LocalPool, args: argparse.Namespace, emit: Callable[[str], None]) -> dict[str, Any]:
     n_machines = args.machines
@@ -244,13 +264,14 @@ async def _throughput_jobs(pool: LocalPool, c: PoolClient, args: argparse.Namesp
     schedd_url = pool.daemons["schedd"].info.get("status_url", "")
 
     async def completed_count() -> int:
-        """How many of the run's jobs have completed. The schedd's /status counter is cheap to
-        read (the pool is the bench's own, so it counts only these jobs); re-reading the
-        whole history every poll made the schedd spend most of a 10,000-job run answering
-        the bench. The history is read once the counter says every job is done."""
+        """How many of the run's jobs have completed, by the schedd's /status counter (the
+        pool is the bench's own, so it counts only these jobs). Reading the schedd's
+        history instead made the schedd spend a good part of the run answering the bench:
+        the history is read once, after the clock has stopped, and must then hold every
+        job completed exactly once."""
         counters = (await asyncio.to_thread(status_page, schedd_url)).get("counters", {}) if schedd_url else {}
         done = counters.get("jobs_completed")
-        if isinstance(done, int) and done < n_jobs:
+        if isinstance(done, int):
             return done
         hist = await c.jobs(f"ClusterId == {cluster}", ["ProcId", "JobStatus"], history=True)
         return sum(1 for h in hist if ads.get(h, "JobStatus") == 4)
@@ -282,9 +303,7 @@ async def _throughput_jobs(pool: LocalPool, c: PoolClient, args: argparse.Namesp
     pool1 = pool_time(pool, TIME_SCALE)
     cpu1 = daemon_cpu(pool)
 
-    history = await c.jobs(f"ClusterId == {cluster}",
-                           ["ProcId", "JobStatus", "JobCurrentStartDate", "CompletionDate", "LastRemoteHost"],
-                           history=True)
+    history = await _completed_history(c, cluster, n_jobs)
     completions = [float(ads.get(h, "CompletionDate") or 0) for h in history]
     starts = [float(ads.get(h, "JobCurrentStartDate") or 0) for h in history]
     hosts_used = {str(ads.get(h, "LastRemoteHost", "")).split("@")[-1] for h in history}

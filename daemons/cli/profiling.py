@@ -16,9 +16,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-# Samples per second: low enough not to load a busy 2-core machine; HTCPOOL_PROFILE_RATE
-# raises it for a short measurement (a 3-second cycle gives 150 samples at 50 Hz).
-RATE_HZ = int(os.environ.get("HTCPOOL_PROFILE_RATE", "50") or 50)
+RATE_HZ = 50            # samples per second: low enough not to load a busy 2-core machine
+RATE_ENV = "HTCPOOL_PROFILE_HZ"   # another rate, for a short run that needs more samples
+
+
+def rate_hz() -> int:
+    """RATE_HZ, or HTCPOOL_PROFILE_HZ when set to a whole number from 1 to 1000."""
+    text = os.environ.get(RATE_ENV, "")
+    return int(text) if text.isdigit() and 1 <= int(text) <= 1000 else RATE_HZ
 ATTACH_TIMEOUT_S = 15.0   # py-spy says "Sampling process" once attached; a loaded machine is slow
 STOP_TIMEOUT_S = 30.0   # py-spy writes its file after SIGINT; a large profile takes a while
 
@@ -107,9 +112,9 @@ def _short(path: str) -> str:
     return path
 
 
-def format_top(key: str, folded: str, n: int = 12) -> list[str]:
+def format_top(key: str, folded: str, n: int = 12, hz: int = RATE_HZ) -> list[str]:
     total, rows = top_functions(folded, n)
-    lines = [f"{key}: {total} samples at {RATE_HZ} Hz (self % / inclusive %)"]
+    lines = [f"{key}: {total} samples at {hz} Hz (self % / inclusive %)"]
     for r in rows:
         lines.append(f"  {r.self_pct:5.1f} {r.total_pct:5.1f}  {r.function}")
     return lines
@@ -124,6 +129,7 @@ class Profiler:
         self.duration_s = duration_s   # py-spy stops by itself then, should we never stop it
         self.procs: dict[str, subprocess.Popen] = {}
         self.files: dict[str, Path] = {}
+        self.hz = rate_hz()
 
     def start(self) -> None:
         exe = py_spy_path()
@@ -133,7 +139,7 @@ class Profiler:
             self.files[key] = out
             log = open(self.out_dir / f"{key}.py-spy.log", "w")
             self.procs[key] = subprocess.Popen(
-                [exe, "record", "--pid", str(pid), "--format", "raw", "--rate", str(RATE_HZ),
+                [exe, "record", "--pid", str(pid), "--format", "raw", "--rate", str(self.hz),
                  "--duration", str(self.duration_s), "--nonblocking", "--idle", "-o", str(out)],
                 stdout=log, stderr=subprocess.STDOUT)
             log.close()
@@ -175,7 +181,7 @@ class Profiler:
             if key not in stacks:
                 emit(f"{key}: no profile (see {self.out_dir / (key + '.py-spy.log')})")
                 continue
-            lines = format_top(key, stacks[key], n)
+            lines = format_top(key, stacks[key], n, self.hz)
             (self.out_dir / f"{key}.top.txt").write_text("\n".join(lines) + "\n")
             for line in lines:
                 emit(line)

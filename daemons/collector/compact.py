@@ -41,7 +41,7 @@ _UNSHARED = frozenset(("name", "claimid", "capability", "publicclaimid", "global
 class Layout:
     """What ads with the same attribute names (in the same order) share."""
 
-    __slots__ = ("names", "index", "public", "public_index", "all_public")
+    __slots__ = ("names", "index", "public", "public_index", "all_public", "unshared")
 
     def __init__(self, names: tuple[str, ...]) -> None:
         self.names = names
@@ -49,6 +49,7 @@ class Layout:
         self.public = tuple(i for i, n in enumerate(names) if not ads.is_private(n))
         self.public_index = {names[i].lower(): i for i in self.public}
         self.all_public = len(self.public) == len(names)
+        self.unshared = tuple(n.lower() in _UNSHARED for n in names)
 
 
 def ad_text(items: Sequence[str]) -> str:
@@ -83,6 +84,33 @@ class Interner:
         if layout is None:
             layout = self.layouts[key] = Layout(key)
         return layout, tuple(items)
+
+    def compact_items(self, names: tuple[str, ...], items: list[str],
+                      last_heard: int) -> tuple[Layout, tuple[str, ...]]:
+        """compact() of an ad already in canonical item texts (Prepared), without LastHeardFrom."""
+        key = names + (LAST_HEARD,)
+        layout = self.layouts.get(key)
+        if layout is None:
+            layout = self.layouts[key] = Layout(key)
+        intern = self.items.setdefault
+        out = [t if unshared else intern(t, t) for t, unshared in zip(items, layout.unshared)]
+        out.append(self.last_heard_item(last_heard))
+        return layout, tuple(out)
+
+    def refreshed(self, layout: Layout, items: tuple[str, ...], new: list[Item],
+                  last_heard: int) -> tuple[str, ...] | None:
+        """`items` with each of `new` in place of the item of the same name, and
+        LastHeardFrom; None if one of them is not an attribute of the ad (spelt as there)."""
+        out = list(items)
+        index, names, unshared = layout.index, layout.names, layout.unshared
+        intern = self.items.setdefault
+        for text, name, _, _ in new:
+            i = index.get(name.lower())
+            if i is None or names[i] != name:
+                return None
+            out[i] = text if unshared[i] else intern(text, text)
+        out[-1] = self.last_heard_item(last_heard)
+        return tuple(out)
 
     def last_heard_item(self, last_heard: int) -> str:
         text = f"{LAST_HEARD} = {last_heard}"
@@ -232,14 +260,16 @@ _KEY_ATTRS = frozenset(("mytype", "name", "myaddress"))
 
 
 class Prepared:
-    """An update read item by item: what AdStore.update_prepared stores."""
+    """An update read item by item: what AdStore.update_prepared stores. `names` and
+    `items` are the attributes in order, each item its canonical "Name = value" text
+    (LastHeardFrom left out: the collector sets its own)."""
 
-    __slots__ = ("my_type", "name", "lifetime", "pairs", "my_address")
+    __slots__ = ("my_type", "name", "lifetime", "names", "items", "my_address")
 
-    def __init__(self, my_type: str, name: str, lifetime: int | None, pairs: list[tuple[str, str]],
-                 my_address: str | None) -> None:
+    def __init__(self, my_type: str, name: str, lifetime: int | None, names: tuple[str, ...],
+                 items: list[str], my_address: str | None) -> None:
         self.my_type, self.name, self.lifetime = my_type, name, lifetime
-        self.pairs, self.my_address = pairs, my_address
+        self.names, self.items, self.my_address = names, items, my_address
 
 
 class Canon:
@@ -250,6 +280,9 @@ class Canon:
         self.limit = limit
         self._values: dict[str, str] = {}
         self._names: set[str] = set()
+        # Whole item texts already checked (prepare), a bounded number: item text ->
+        # (canonical item, name, kind, canonical value).
+        self.items: dict[str, tuple[str, str, int, str]] = {}
 
     def value(self, text: str) -> str | None:
         if text == "true" or text == "false" or _PLAIN_INT.match(text) or _PLAIN_STR.match(text):
@@ -293,6 +326,34 @@ class Canon:
         return pairs[0][1]
 
 
+# What an attribute is to the collector (Canon.items' kinds).
+_ORDINARY, _KEY, _LIFETIME, _LAG, _HEARD = range(5)
+
+
+def _kind(low: str) -> int:
+    if low in _KEY_ATTRS:
+        return _KEY
+    if low == "classadlifetime":
+        return _LIFETIME
+    if low.startswith("htcpoollooplag"):
+        return _LAG
+    return _HEARD if low == _LAST_HEARD_LOW else _ORDINARY
+
+
+# One whole item of an ad printed as the daemons print them: "Name = value", no space at
+# either end of the value (whose grammar is ads._ITEM's: string literals and anything but
+# ';', '"' and the brackets of a nested ad).
+_ONE_ITEM = re.compile(r'([A-Za-z_][A-Za-z0-9_]*) = ((?=[^\s;])(?:"(?:[^"\\]++|\\.)*+"|[^;"\[\]]++)*+)(?<!\s)\Z')
+_MEMO_ITEMS = 20_000
+
+
+def _inner(text: str) -> str | None:
+    t = text.strip()
+    if len(t) < 2 or t[0] != "[" or t[-1] != "]":
+        return None
+    return t[1:-1].strip()
+
+
 def prepare(text: str, canon: Canon) -> Prepared | None:
     """The update `text` read without parsing it whole, or None: then it must be parsed
     (it may be wrong, or not in the plain one-line form this reads, or carry a daemon's
@@ -302,35 +363,122 @@ def prepare(text: str, canon: Canon) -> Prepared | None:
     character left over, and every value and name is one classad2 takes on its own
     (within the bounds of core/limits.py), no name twice; such a text is the ad of
     those items. Besides the time, this spares the memory classad2 does not give back
-    after parsing an ad."""
+    after parsing an ad.
+
+    Most updates repeat items the collector has checked before (every slot ad's Arch,
+    START, WithinResourceLimits...): in the daemons' printed form each whole item is
+    checked once and then looked up (Canon.items), so an update costs a split and a
+    dictionary lookup per item."""
     if len(text) > limits.current().max_ad_size:
         return None
+    inner = _inner(text)
+    if inner is None:
+        return None
+    # The daemons' form first: items joined by "; ". Each piece of the split that is a
+    # whole item by itself (remembered, or matched alone) is one the strict split would
+    # find too: a complete item's value ends outside any string literal, so the ';' after
+    # it ends it there. A piece that is not (a "; " inside a string, other spacing) sends
+    # the text the strict way.
+    found = _read(inner, canon)
+    if found is _NOT_PRINTED:
+        return _prepare_strictly(text, canon)
+    return None if found is None else _prepared(found)
+
+
+Item = tuple[str, str, int, str]     # (canonical item text, name, kind, canonical value)
+_NOT_PRINTED: list[Item] = []        # _read's answer for a text not in the printed form
+
+
+def _read(inner: str, canon: Canon) -> list[Item] | None:
+    """The items of `inner` in the daemons' printed form; _NOT_PRINTED when a piece is not
+    a whole item by itself; None when one is, but classad2 would not take it."""
+    memo = canon.items
+    found: list[Item] = []
+    for part in inner.split("; "):
+        hit = memo.get(part)
+        if hit is None:
+            m = _ONE_ITEM.match(part)
+            if m is None:
+                return _NOT_PRINTED
+            hit = _check_item(part, m.group(1), m.group(2), canon)
+            if hit is None:
+                return None
+        found.append(hit)
+    return found
+
+
+def refresh_items(text: str, canon: Canon) -> list[Item] | None:
+    """The items of a refresh ("A = 1; B = 2", possibly empty), each checked as an update's
+    are; None if one does not read, or is one a refresh may not set (MyType, Name,
+    MyAddress, ClassAdLifetime, LastHeardFrom, a daemon's lag), or is named twice."""
+    if not text:
+        return []
+    if len(text) > limits.current().max_ad_size:
+        return None
+    found = _read(text, canon)
+    if not found or any(kind for _, _, kind, _ in found):
+        return None
+    if len({name.lower() for _, name, _, _ in found}) != len(found):
+        return None
+    return found
+
+
+def _check_item(item: str, name: str, value: str, canon: Canon) -> tuple[str, str, int, str] | None:
+    """(canonical item text, name, kind, canonical value) of one item, remembered; None if
+    classad2 would not take the name or the value."""
+    if not canon.name_ok(name):
+        return None
+    v = canon.value(value)
+    if v is None:
+        return None
+    hit = (item if v == value else f"{name} = {v}", name, _kind(name.lower()), v)
+    memo = canon.items
+    if len(memo) >= _MEMO_ITEMS:
+        memo.clear()
+    memo[item] = hit
+    return hit
+
+
+def _prepare_strictly(text: str, canon: Canon) -> Prepared | None:
+    """prepare() of a text in any plain one-line form (ads.split_ad_text_strictly)."""
     pairs = ads.split_ad_text_strictly(text)
     if not pairs:
         return None
+    found = []
+    for name, value in pairs:
+        hit = _check_item(f"{name} = {value}", name, value, canon)
+        if hit is None:
+            return None
+        found.append(hit)
+    return _prepared(found)
+
+
+def _prepared(found: list[tuple[str, str, int, str]]) -> Prepared | None:
     seen: set[str] = set()
-    out: list[tuple[str, str]] = []
+    names: list[str] = []
+    items: list[str] = []
     key: dict[str, str] = {}
     lifetime: int | None = None
-    for name, value in pairs:
+    for canonical, name, kind, v in found:
         low = name.lower()
-        if low in seen or not canon.name_ok(name):
+        if low in seen:
             return None
         seen.add(low)
-        v = canon.value(value)
-        if v is None:
-            return None
-        if low in _KEY_ATTRS:
-            if not _PLAIN_STR.match(v):
+        if kind:
+            if kind == _KEY:
+                if not _PLAIN_STR.match(v):
+                    return None
+                key[low] = v[1:-1]
+            elif kind == _LIFETIME:
+                if not _PLAIN_INT.match(v):
+                    return None
+                lifetime = int(v)
+            elif kind == _LAG:
                 return None
-            key[low] = v[1:-1]
-        elif low == "classadlifetime":
-            if not _PLAIN_INT.match(v):
-                return None
-            lifetime = int(v)
-        elif low.startswith("htcpoollooplag"):
-            return None
-        out.append((name, v))
+            else:
+                continue      # LastHeardFrom: the collector's own goes last
+        names.append(name)
+        items.append(canonical)
     if not key.get("mytype") or not key.get("name"):
         return None
-    return Prepared(key["mytype"], key["name"], lifetime, out, key.get("myaddress"))
+    return Prepared(key["mytype"], key["name"], lifetime, tuple(names), items, key.get("myaddress"))

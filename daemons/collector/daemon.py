@@ -211,6 +211,7 @@ class CollectorDaemon(Daemon):
         s.update({"ads": self.store.counts(), "classad_lifetime_s": self.cfg.classad_lifetime_s,
                   "updates_total": self.store.updates_total, "queries_total": self.queries_total,
                   "prepared_updates_total": self.store.prepared_total,
+                  "refreshed_ads_total": self.store.refreshed_total,
                   "expired_total": self.store.expired_total,
                   "invalidated_total": self.store.invalidated_total,
                   "unreachable_addresses": dict(self.prober.unreachable)})
@@ -226,6 +227,7 @@ class CollectorDaemon(Daemon):
         m.update({"ads": {(("my_type", t),): float(n) for t, n in self.store.counts().items()},
                   "updates_total": float(self.store.updates_total),
                   "prepared_updates_total": float(self.store.prepared_total),
+                  "refreshed_ads_total": float(self.store.refreshed_total),
                   "queries_total": float(self.queries_total),
                   "expired_total": float(self.store.expired_total),
                   "unreachable_addresses": float(len(self.prober.unreachable)),

@@ -26,7 +26,7 @@ class CollectorService(pb_grpc.CollectorServicer):
 
     async def UpdateAds(self, request: pb.UpdateAdsRequest, context: grpc.aio.ServicerContext) -> pb.UpdateAdsReply:
         cfg = self.d.cfg
-        n = max(len(request.ads), len(request.invalidate_names))
+        n = max(len(request.ads), len(request.invalidate_names), sum(len(r.names) for r in request.refreshes))
         if n > cfg.max_ads_per_update:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT,
                                 f"{len(request.ads):,} ads and {len(request.invalidate_names):,} names in one update; "
@@ -67,10 +67,37 @@ class CollectorService(pb_grpc.CollectorServicer):
                 addresses[addr] = who
         for addr, who in addresses.items():
             self.d.prober.check(who, addr, context.peer() or "")
+        refreshed, missed = self._refresh(request, now)
         invalidated = 0
         if request.invalidate_names:
             invalidated = self.d.store.invalidate(request.invalidate_type or "Machine", request.invalidate_names)
-        return pb.UpdateAdsReply(updated=len(steps), invalidated=invalidated)
+        return pb.UpdateAdsReply(updated=len(steps), invalidated=invalidated, refreshed=refreshed,
+                                 refresh_missed=missed)
+
+    def _refresh(self, request: pb.UpdateAdsRequest, now: float) -> tuple[int, list[str]]:
+        """Each refresh's items set in each named ad; an ad that cannot take them (unknown,
+        expired, an item that does not read or is not its attribute) is named back, changed
+        in nothing, for its daemon to send whole."""
+        store = self.d.store
+        my_type = request.refresh_type or "Machine"
+        refreshed, missed = 0, []
+        for r in request.refreshes:
+            common = store.refresh_items(r.items)
+            if common is None or (r.own_items and len(r.own_items) != len(r.names)):
+                missed.extend(r.names)
+                continue
+            for i, name in enumerate(r.names):
+                new = common
+                if r.own_items and r.own_items[i]:
+                    own = store.refresh_items(r.own_items[i])
+                    new = None if own is None else common + own
+                    if new is not None and len({x[1].lower() for x in new}) != len(new):
+                        new = None       # an attribute named twice: as a whole update, refused
+                if new is not None and store.refresh(my_type, name, new, now):
+                    refreshed += 1
+                else:
+                    missed.append(name)
+        return refreshed, missed
 
     async def InvalidateAds(self, request: pb.InvalidateAdsRequest,
                             context: grpc.aio.ServicerContext) -> pb.InvalidateAdsReply:

@@ -86,6 +86,7 @@ class AdStore:
         self._canon = compact.Canon()
         self.updates_total = 0
         self.prepared_total = 0       # updates read item by item, not parsed whole
+        self.refreshed_total = 0      # ads refreshed (UpdateAdsRequest.refreshes)
         self.expired_total = 0
         self.invalidated_total = 0
 
@@ -104,18 +105,36 @@ class AdStore:
         return my_type, name
 
     # ---- updates ------------------------------------------------------------------------------
+    def refresh_items(self, text: str) -> list[compact.Item] | None:
+        return compact.refresh_items(text, self._canon)
+
     def prepare(self, text: str) -> compact.Prepared | None:
         """An update read without parsing it whole, or None: then parse it and call update."""
         return compact.prepare(text, self._canon)
 
     def update_prepared(self, p: compact.Prepared, now: float) -> StoredAd:
         lifetime = float(p.lifetime) if p.lifetime else self.default_lifetime_s
-        layout, items = self._interner.compact(p.pairs, int(now))
+        layout, items = self._interner.compact_items(p.names, p.items, int(now))
         stored = StoredAd(sys.intern(p.my_type), p.name, layout, items, None, now, lifetime)
         self._put(_key(p.my_type, p.name), stored)
         self.updates_total += 1
         self.prepared_total += 1
         return stored
+
+    def refresh(self, my_type: str, name: str, new: list[compact.Item], now: float) -> bool:
+        """Set `new` (refresh_items) in a stored ad, and LastHeardFrom, as a whole update of
+        the ad with those values would; False (nothing changed) if there is no such ad (or
+        it has expired), or it is kept uncompacted, or one of the items is not in it."""
+        stored = self._ads.get(_key(my_type, name))
+        if stored is None or stored.items is None or stored.expired(now):
+            return False
+        assert stored.layout is not None
+        items = self._interner.refreshed(stored.layout, stored.items, new, int(now))
+        if items is None:
+            return False
+        stored.items, stored.last_heard = items, now
+        self.refreshed_total += 1
+        return True
 
     def update(self, ad: classad2.ClassAd, now: float, what: str = "ad") -> StoredAd:
         my_type, name = self.check(ad, what)

@@ -150,9 +150,34 @@ def literal(value: Any) -> str:
     raise TypeError(f"no ClassAd literal for {type(value).__name__}")
 
 
+# "Name = value" texts already printed, by (name, type, value): the startd prints tens of
+# thousands of slot ads whose items repeat ("Arch", "Cpus = 1", its START expression),
+# and a look-up costs a fraction of printing. The type is in the key because equal
+# values of different types print differently (True and 1, an Expr and a string); floats
+# are left out (0.0 and -0.0 are equal keys but print differently).
+_ITEM_TEXTS: dict[tuple[str, type, Any], str] = {}
+_ITEM_TEXTS_LIMIT = 20_000
+_MEMO_TYPES = frozenset((str, Expr, int, bool))
+
+
 def ad_text(attrs: Mapping[str, Any]) -> str:
     """New-syntax text of an ad from attribute -> Python value / Expr."""
-    return "[ " + "; ".join(f"{k} = {literal(v)}" for k, v in attrs.items()) + " ]"
+    memo = _ITEM_TEXTS
+    parts = []
+    for k, v in attrs.items():
+        t = v.__class__
+        if t not in _MEMO_TYPES:
+            parts.append(f"{k} = {literal(v)}")
+            continue
+        key = (k, t, v)
+        text = memo.get(key)
+        if text is None:
+            text = f"{k} = {literal(v)}"
+            if len(memo) >= _ITEM_TEXTS_LIMIT:
+                memo.clear()
+            memo[key] = text
+        parts.append(text)
+    return "[ " + "; ".join(parts) + " ]"
 
 
 def text_of_exprs(attrs: Mapping[str, str]) -> str:
@@ -199,6 +224,30 @@ def split_ad_text(text: str) -> list[tuple[str, str]] | None:
     last = items[-1]
     items[-1] = (last[0], last[1].rstrip())
     return items
+
+
+_PLAIN_STRING = re.compile(r'"([^"\\]*)"')
+
+
+def string_values(text: str, names: Iterable[str]) -> dict[str, str] | None:
+    """The named attributes of a one-line ad text whose values are plain string literals
+    (no escapes), read without parsing the ad: {name: the string} for those present. None
+    when the text is not that simple (split_ad_text), a named attribute appears twice or
+    is not a plain string literal: then parse it."""
+    items = split_ad_text(text)
+    if items is None:
+        return None
+    wanted = {n.lower(): n for n in names}
+    out: dict[str, str] = {}
+    for k, v in items:
+        n = wanted.get(k.lower())
+        if n is None:
+            continue
+        m = _PLAIN_STRING.fullmatch(v)
+        if m is None or n in out:
+            return None
+        out[n] = m.group(1)
+    return out
 
 
 def _ad_inner(text: str) -> str | None:

@@ -77,6 +77,33 @@ class CollectorClient:
             updated += reply.updated
         return updated
 
+    async def refresh(self, my_type: str, refreshes: Iterable[tuple[Sequence[str], str, Sequence[str]]],
+                      give_up_after_s: float | None = 2.0) -> list[str]:
+        """Refresh ads the collector holds: (names, items for all, items for each) per group,
+        at most UPDATE_CHUNK_ADS names a call. Returns the names it did not refresh (unknown
+        to it, or not taking an item), which must be sent whole."""
+        missed: list[str] = []
+        part: list[pb.AdRefresh] = []
+        size = 0
+
+        async def send() -> None:
+            req = pb.UpdateAdsRequest(refresh_type=my_type, refreshes=part)
+            reply = await call_with_retry(
+                f"refresh of {size} ad(s) at {self.where}",
+                lambda: self._stub().UpdateAds(req, timeout=UPDATE_TIMEOUT_S),
+                give_up_after_s=give_up_after_s, logger=self.log)
+            missed.extend(reply.refresh_missed)
+
+        for names, items, own in refreshes:
+            if part and size + len(names) > UPDATE_CHUNK_ADS:
+                await send()
+                part, size = [], 0
+            part.append(pb.AdRefresh(names=names, items=items, own_items=own))
+            size += len(names)
+        if part:
+            await send()
+        return missed
+
     async def invalidate(self, my_type: str, names: Iterable[str] = (), constraint: str = "",
                          give_up_after_s: float | None = 5.0) -> int:
         names = list(names)

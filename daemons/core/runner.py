@@ -220,4 +220,30 @@ def run(role: str, config_path: str | None, *, address_file: str | None = None, 
         return 2
     logmod.setup(role, daemon.common.log_dir, daemon.clock,
                  stderr=os.environ.get("HTCPOOL_LOG_STDERR", "1") != "0")
+    slow_ms = os.environ.get("HTCPOOL_SLOW_CALLBACK_MS", "")
+    if slow_ms:
+        _log_slow_callbacks(daemon.log, float(slow_ms) / 1000.0)
     return asyncio.run(serve(daemon, Path(address_file) if address_file else None))
+
+
+def _log_slow_callbacks(log, threshold_s: float) -> None:
+    """A diagnostic (HTCPOOL_SLOW_CALLBACK_MS): log every event-loop callback that runs
+    longer than the threshold, naming it, which is what makes the loop lag. asyncio's own
+    debug mode does the same at a cost that changes what is measured; this times each
+    callback and nothing else."""
+    import time as _time
+    from asyncio import events
+
+    run_handle = events.Handle._run
+
+    def timed(handle):
+        t0 = _time.perf_counter()
+        run_handle(handle)
+        took = _time.perf_counter() - t0
+        if took > threshold_s:
+            cb = handle._callback
+            task = getattr(cb, "__self__", None)
+            what = task.get_name() if isinstance(task, asyncio.Task) else repr(cb)
+            log.warning("slow callback: %s took %.0f ms", what, took * 1000.0)
+
+    events.Handle._run = timed

@@ -25,6 +25,7 @@ from daemons.schedd.scheduling import ScheddClaim
 from daemons.schedd.submit import COMPLETED, IDLE, RUNNING
 
 RPC_TIMEOUT_S = 10.0
+_WHERE = ("StartdIpAddr", "MyAddress", "Name")
 MAX_KEEPALIVES_IN_FLIGHT = 3    # unanswered keepalives to one startd at a time
 
 
@@ -93,15 +94,21 @@ class ClaimsMixin:
     async def _claim_and_run_now(self, job: Job, claim_id: str, slot_ad_text: str, submitter: str,
                                  consumed: dict[str, int] | None = None, limits: str = "",
                                  slot_ad: classad2.ClassAd | None = None) -> None:
-        if slot_ad is None:
+        # The startd's address and the slot's name, read from the text when they are plain
+        # strings (a match's ad is not needed parsed for anything else).
+        known = ads.string_values(slot_ad_text, _WHERE) if slot_ad is None else None
+        if known is None and slot_ad is None:
             try:
                 slot_ad = ads.parse_ad(slot_ad_text, "matched slot ad")
             except ads.AdError as e:
                 job.reserved = False
                 self.log.warning("match for job %s carries a bad slot ad: %s", job.id, e)
                 return
-        addr = _strip_addr(str(ads.get(slot_ad, "StartdIpAddr") or ads.get(slot_ad, "MyAddress") or ""))
-        slot_name = str(ads.get(slot_ad, "Name", "?"))
+        if known is None:
+            assert slot_ad is not None
+            known = {n: v for n in _WHERE if isinstance(v := ads.get(slot_ad, n), str)}
+        addr = _strip_addr(known.get("StartdIpAddr") or known.get("MyAddress") or "")
+        slot_name = known.get("Name") or "?"
         try:
             reply = await self.startd_calls.request_claim(addr, startd_pb2.RequestClaimRequest(
                 claim_id=claim_id, job_ad=common_pb2.ClassAd(text=job.text()), schedd_name=self.name,
@@ -111,6 +118,7 @@ class ClaimsMixin:
             self.log.warning("could not request a claim on %s at %s for job %s: %s", slot_name, addr, job.id,
                              describe(e))
             return
+        self._heard(addr, self.clock.now())
         if not reply.ok:
             job.reserved = False
             self.counters["claims_refused"] += 1
@@ -200,6 +208,7 @@ class ClaimsMixin:
             reply = await self.startd_calls.activate_claim(claim.startd_address, startd_pb2.ActivateClaimRequest(
                 claim_id=claim.id, job_ad=common_pb2.ClassAd(text=job_ad)))
             ok, reason = reply.ok, reply.reason
+            self._heard(claim.startd_address, self.clock.now())
         except grpc.aio.AioRpcError as e:
             ok, reason = False, describe(e)
         if not ok:
@@ -281,8 +290,11 @@ class ClaimsMixin:
         accepted = 0
         finished: list[Job] = []
         freed: list[ScheddClaim] = []
+        now = self.clock.now()
         for ev in events:
             claim = self.claims.get(ev.claim_id)
+            if claim is not None:
+                self._heard(claim.startd_address, now)
             if claim is not None and claim.pending:
                 # News of a preempting claim: the slot is ours now, or it will never be.
                 if ev.kind == schedd_pb2.CLAIM_READY:
@@ -386,10 +398,12 @@ class ClaimsMixin:
             self._keepalives[address] = pending
             if pending and (len(pending) >= MAX_KEEPALIVES_IN_FLIGHT
                             or now - pending[-1][0] < self.cfg.alive_interval_s):
+                heard = self._startd_heard.get(address, 0.0)
                 for c in claims:
-                    if c.id in self.claims and now - c.last_alive_ok > limit:
+                    silent = now - max(c.last_alive_ok, heard)
+                    if c.id in self.claims and silent > limit:
                         await self._claim_lost(c, f"startd at {address} has not answered a keepalive for "
-                                                  f"{now - c.last_alive_ok:.0f} s")
+                                                  f"{silent:.0f} s")
                 continue
             pending.append((now, self.spawn(self._keepalive_one(address, claims), f"schedd:keepalive:{address}")))
         for address in [a for a, p in self._keepalives.items() if a not in by_addr and all(t.done() for _, t in p)]:
@@ -404,11 +418,14 @@ class ClaimsMixin:
             # A startd (or this schedd) that runs behind answers late; only a lease's worth of
             # silence beyond the pool's own lag means the startd is gone.
             limit = self.cfg.claim_lease_s + self.lag_allowance_s()
+            heard = self._startd_heard.get(address, 0.0)
             for c in claims:
-                if c.id in self.claims and now - c.last_alive_ok > limit:
+                silent = now - max(c.last_alive_ok, heard)
+                if c.id in self.claims and silent > limit:
                     await self._claim_lost(c, f"startd at {address} unreachable for "
-                                              f"{now - c.last_alive_ok:.0f} s ({describe(e)})")
+                                              f"{silent:.0f} s ({describe(e)})")
             return
+        self._heard(address, now)
         unknown = set(reply.unknown_claim_ids)
         for c in claims:
             if c.id not in self.claims:
@@ -417,6 +434,12 @@ class ClaimsMixin:
                 await self._claim_lost(c, "the startd no longer holds the claim")
             else:
                 c.last_alive_ok = max(c.last_alive_ok, now)   # an older call may answer after a newer one
+
+    def _heard(self, address: str, now: float) -> None:
+        """The startd at `address` answered or called: it is up. Its claims are not given up
+        for silence while it is heard from (it reports the claims it drops itself)."""
+        if now > self._startd_heard.get(address, 0.0):
+            self._startd_heard[address] = now
 
     async def _claim_lost(self, claim: ScheddClaim, reason: str) -> None:
         self.claims.pop(claim.id, None)

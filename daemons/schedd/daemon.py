@@ -167,6 +167,9 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         self.claims: dict[str, ScheddClaim] = {}
         # startd address -> keepalives in flight there (pool time sent, task)
         self._keepalives: dict[str, list[tuple[float, asyncio.Task]]] = {}
+        # When each startd was last heard from (a claim or activation answered, job events
+        # received): a startd that talks to us is not gone, however late its keepalives.
+        self._startd_heard: dict[str, float] = {}
         self._log_seq = 0
         self._advertised_submitters: set[str] = set()
         self.counters = defaultdict(int)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 
 _MISSING = object()
+_AUTOCLUSTER_ATTRS = ("AutoClusterId", "AutoClusterAttrs")    # view() adds them
 _NONE: Mapping[str, str | None] = MappingProxyType({})   # a job's own attributes while it has none
 
 

@@ -8,6 +8,7 @@ restarting still hears that its job finished.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any, Iterable, Iterator
 
 import classad2
@@ -20,7 +21,7 @@ from daemons.core.daemon import Daemon
 from daemons.core.rpc import describe
 from daemons.pb.htcpool import startd_pb2_grpc
 from daemons.startd.config import StartdConfig
-from daemons.startd import policy, preemption
+from daemons.startd import policy, preemption, refresh
 from daemons.startd.drain import DrainError, cancel_drain, check_drained, idle_claims, start_drain
 from daemons.startd.reports import ReportsMixin
 from daemons.startd.service import StartdService
@@ -77,6 +78,9 @@ class StartdDaemon(ReportsMixin, Daemon):
         # cost about 700 bytes per busy slot).
         self._job_ends = TimerQueue(self.clock, self._job_done, self.log)
         self._flush_task: asyncio.Task | None = None
+        # Machines whose changed ads are in an update on its way: not refreshed meanwhile (a
+        # refresh stamps LastHeardFrom, which the negotiator reads as "this ad is current").
+        self._hosts_sending: dict[str, int] = {}
         self._init_reports()
         self._event_task: asyncio.Task | None = None
         self.jobs_started = 0
@@ -84,6 +88,7 @@ class StartdDaemon(ReportsMixin, Daemon):
         self.jobs_evicted = 0
         self.claims_granted = 0
         self.claims_refused = 0
+        self.ads_refreshed = 0      # slot ads refreshed, not sent whole (refresh.py)
 
     def default_name(self) -> str:
         return f"startd@{self.hosts[0]}" if len(self.hosts) == 1 else f"startd@{self.hosts[0]}+{len(self.hosts) - 1}"
@@ -399,8 +404,9 @@ class StartdDaemon(ReportsMixin, Daemon):
 
             try:
                 assert self.collector is not None
-                await self.collector.update(texts(), invalidate_type="Machine", invalidate_names=deleted,
-                                            give_up_after_s=2.0)
+                async with self._sending(dirty):
+                    await self.collector.update(texts(), invalidate_type="Machine", invalidate_names=deleted,
+                                                give_up_after_s=2.0)
             except Exception as e:
                 if build_failed:
                     raise
@@ -409,6 +415,19 @@ class StartdDaemon(ReportsMixin, Daemon):
                     m.dirty = True
                 dirty[0].deleted.extend(deleted)
                 await asyncio.sleep(1.0)
+
+    @contextlib.asynccontextmanager
+    async def _sending(self, machines: list[Machine]):
+        hosts = [m.host for m in machines]
+        for h in hosts:
+            self._hosts_sending[h] = self._hosts_sending.get(h, 0) + 1
+        try:
+            yield
+        finally:
+            for h in hosts:
+                n = self._hosts_sending.pop(h, 1) - 1
+                if n > 0:
+                    self._hosts_sending[h] = n
 
     def _daemon_ad(self) -> dict[str, Any]:
         daemon_ad = self.base_ad()
@@ -426,21 +445,45 @@ class StartdDaemon(ReportsMixin, Daemon):
         return out
 
     async def advertise(self) -> None:
+        """UPDATE_INTERVAL: this startd's own ad, the slots that changed whole (every slot
+        of a machine marked dirty), and a refresh of every other slot's clock-driven
+        attributes (refresh.py); a slot the collector cannot refresh is sent whole next."""
         assert self.model is not None and self.collector is not None
         machines = list(self.model.machines.values())
+        due = [m for m in machines if m.due]
+        sent = refresh.whole(due)
         deleted: list[str] = []
 
         def texts() -> Iterator[str]:
             yield ads.ad_text(self._daemon_ad())
-            yield from machine_ad_texts(machines, self.clock.now(), deleted)
+            yield from machine_ad_texts(due, self.clock.now(), deleted, only_due=True)
 
         try:
-            await self.collector.update(texts(), invalidate_type="Machine", invalidate_names=deleted)
+            async with self._sending(due):
+                await self.collector.update(texts(), invalidate_type="Machine", invalidate_names=deleted)
         except BaseException:
-            # The names of deleted slots go back, for the next update to invalidate.
+            # What was built for this update goes again, whole, and the deleted names with it.
+            for m in due:
+                m.dirty = True
             if machines:
                 machines[0].deleted.extend(deleted)
             raise
+        count = [0]
+
+        def refreshes() -> Iterator[tuple[tuple[str, ...], str, tuple[str, ...]]]:
+            for r in refresh.plan(machines, self.clock.now, sent, self._hosts_sending):
+                count[0] += len(r.names)
+                yield r.names, r.items, r.own
+
+        missed = await self.collector.refresh("Machine", refreshes())
+        self.ads_refreshed += count[0] - len(missed)
+        for name in missed:
+            short, _, host = name.partition("@")
+            m = self.model.machines.get(host)
+            if m is not None and short in m.slots:
+                m.touch(m.slots[short])
+        if missed:
+            self._changed()
 
     def withdraw_keys(self) -> list[tuple[str, list[str]]]:
         names = []
@@ -462,6 +505,7 @@ class StartdDaemon(ReportsMixin, Daemon):
             "claims_granted": self.claims_granted,
             "claims_refused": self.claims_refused,
             "pending_events": len(self._events),
+            "ads_refreshed": self.ads_refreshed,
         })
         return s
 
@@ -491,5 +535,6 @@ class StartdDaemon(ReportsMixin, Daemon):
             "claims_refused_total": float(self.claims_refused),
             "pending_job_events": float(len(self._events)),
             "job_event_reports_total": float(self.reports_sent),
+            "ads_refreshed_total": float(self.ads_refreshed),
         })
         return m

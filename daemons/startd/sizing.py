@@ -12,6 +12,7 @@ HTCondor behaviour followed here:
 """
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import classad2
@@ -59,6 +60,12 @@ def consumed(slot: "Slot", job_ad: classad2.ClassAd, slot_ad: classad2.ClassAd) 
     return Resources.of(amounts)
 
 
+@functools.lru_cache(maxsize=256)
+def _tree(expr: str) -> classad2.ExprTree:
+    """A configured expression, parsed once (evaluating a tree leaves it as it was)."""
+    return classad2.ExprTree(expr)
+
+
 def dynamic_size(cfg: StartdConfig, slot: "Slot", job_ad: classad2.ClassAd,
                  slot_ad: classad2.ClassAd) -> Resources | str:
     """The job's requests, rounded by the slot type's MODIFY_REQUEST_EXPR_*."""
@@ -66,7 +73,7 @@ def dynamic_size(cfg: StartdConfig, slot: "Slot", job_ad: classad2.ClassAd,
     exprs = cfg.policy(slot.spec).modify_request_exprs + tuple(
         e for e in cfg.modify_request_exprs if e[0] not in ("RequestCpus", "RequestMemory", "RequestDisk"))
     for attr, expr in exprs:
-        v = ads.as_number(ads.evaluate(classad2.ExprTree(expr), job_ad, slot_ad))
+        v = ads.as_number(ads.evaluate(_tree(expr), job_ad, slot_ad))
         if v is None:
             v = ads.as_number(ads.get(job_ad, attr))
         if v is None and attr == "RequestCpus":

@@ -161,3 +161,18 @@ def slot_ad(machine: "Machine", s: "Slot", now: float, *, for_eval: bool = False
         from daemons.startd.drain import expected_draining
         a.update(forecast if forecast is not None else expected_draining(machine, now))
     return a
+
+
+def clock_attrs(machine: "Machine", s: "Slot", now: float) -> dict[str, int]:
+    """The attributes of the slot's advertised ad that change with the clock alone, as
+    slot_ad prints them (the machine's drain forecast is expected_draining's): what a
+    periodic refresh of an otherwise unchanged ad sends (tests/unit/test_refresh.py
+    checks that nothing else in an ad follows the clock)."""
+    a: dict[str, int] = {}
+    c = s.claim
+    if c is not None:
+        a["TotalClaimRunTime"] = int(max(0.0, now - c.created))
+        if c.job_id:
+            a["TotalJobRunTime"] = int(max(0.0, now - c.job_start))
+            a["RetirementTimeRemaining"] = int(max(0.0, policy.retirement_deadline(machine, s, now) - now))
+    return a

@@ -40,6 +40,7 @@ import classad2
 from daemons.core import ads
 from daemons.startd import jobads, policy, sizing
 from daemons.startd.config import STANDARD, Resources, SlotTypeSpec, StartdConfig
+from daemons.startd.evalads import EvalAds
 from daemons.startd.slotad import slot_ad, within_resource_limits
 
 if TYPE_CHECKING:
@@ -242,6 +243,7 @@ class Shared:
     notes: list[str] = field(default_factory=list)
     preempting: set = field(default_factory=set)
     packer: jobads.JobAdPacker = field(default_factory=jobads.JobAdPacker)
+    eval_ads: EvalAds = field(default_factory=EvalAds)
 
 
 class Machine:
@@ -280,6 +282,7 @@ class Machine:
         self.notes: list[str] = shared.notes
         self.preempting: set[tuple["Machine", str]] = shared.preempting
         self.packer = shared.packer       # running jobs' ads, packed against one dictionary
+        self.eval_ads = shared.eval_ads   # parsed ads of the slots evaluated last (evalads.py)
         slot_id = 0
         for t in cfg.slot_types:
             for _ in range(t.count):
@@ -299,7 +302,13 @@ class Machine:
         return slot_ad(self, s, now, for_eval=for_eval)
 
     def classad(self, s: Slot, now: float) -> classad2.ClassAd:
-        return classad2.ClassAd(ads.ad_text(self.slot_ad(s, now, for_eval=True)))
+        """The slot's ad as policy expressions see it (MY), parsed; not to be changed."""
+        attrs = self.slot_ad(s, now, for_eval=True)
+        if s.kind is not SlotKind.PARTITIONABLE:
+            # Claimed once, activated once or a few times: only a partitionable slot, claimed
+            # again for each leftover, gains from keeping its parsed ad.
+            return classad2.ClassAd(ads.ad_text(attrs))
+        return self.eval_ads.get((self.host, s.short_name), attrs)
 
     def evaluate(self, expr: str, s: Slot, job_ad: classad2.ClassAd | None, now: float) -> Any:
         """An expression with the slot as MY and the job as TARGET."""

@@ -94,3 +94,24 @@ def test_a_text_that_closes_the_probe_early_is_refused_not_raised():
     for text in ('1) ] + (2', 'Cpus is "" >= "") ? -2.4e-215 : Cpu]s'):
         with _pytest.raises(_ads.AdError):
             _ads.parse_expr(text, "x")
+
+
+def test_ad_text_prints_repeated_items_as_it_printed_them_first():
+    """ad_text remembers item texts by (name, type, value): values equal across types
+    (True and 1, an Expr and a string, 0.0 and -0.0) still print each as its own."""
+    ads._ITEM_TEXTS.clear()
+    values = [True, 1, 1.0, 0.0, -0.0, "true", ads.Expr("true"), "1", ads.Expr("1"), None, [1, "a"], 7, False, 0]
+    for _ in range(2):
+        for v in values:
+            assert ads.ad_text({"A": v}) == f"[ A = {ads.literal(v)} ]"
+    assert ads.ad_text({"A": 1, "B": ads.Expr("A + 1")}) == "[ A = 1; B = A + 1 ]"
+
+
+def test_string_values_reads_plain_strings_or_leaves_the_ad_to_the_parser():
+    text = '[ Name = "slot1_1@h"; Cpus = 1; StartdIpAddr = "<127.0.0.1:5>"; Machine = "h" ]'
+    assert ads.string_values(text, ("StartdIpAddr", "MyAddress", "Name")) == {
+        "Name": "slot1_1@h", "StartdIpAddr": "<127.0.0.1:5>"}
+    assert ads.string_values('[ name = "a" ]', ("Name",)) == {"Name": "a"}
+    for odd in ['[ Name = strcat("a", "b") ]', '[ Name = "a\\"b" ]', '[ Name = "a"; NAME = "b" ]',
+                '[ Name = "a"; N = [ x = 1 ] ]', "not an ad"]:
+        assert ads.string_values(odd, ("Name",)) is None, odd

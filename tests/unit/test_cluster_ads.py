@@ -178,3 +178,31 @@ def test_a_clusters_shared_autocluster_equals_each_jobs_own(submits, edits, nego
         if job.cad is not None:
             job.cad.ac_memo = None
     assert _partition(q, with_memo) == _partition(q, without)
+
+
+def test_a_jobs_text_is_the_text_of_its_view_whatever_it_changed():
+    """Job.text() prints the cluster's items once and puts a job's own values in their
+    places: the same text as printing view(), for jobs with any mix of changed, deleted,
+    derived, new and autocluster attributes."""
+    import random
+    from daemons.core import ads
+    rng = random.Random(2)
+    q, _ = queue_of("cmd = /bin/sleep\nargs = 60\nrequest_memory = 100\nqueue 40\n")
+    jobs = list(q.jobs.values())
+    names = ["JobStatus", "Args", "ProcId", "GlobalJobId", "RemoteHost", "ClaimId", "Cmd", "NewOne",
+             "AutoClusterId", "RequestMemory"]
+    for step in range(400):
+        job = rng.choice(jobs)
+        name = rng.choice(names)
+        r = rng.random()
+        if r < 0.5:
+            job.writable()[name] = rng.choice(['"x"', "2", "undefined"])
+        elif r < 0.7 and name in job.attrs:
+            job.delete(name)
+        elif r < 0.8:
+            job.ac_id, job.ac_attrs = rng.choice([(None, ()), (3, ("Cmd", "Args"))])
+        elif r < 0.85:
+            job.cad.attrs[rng.choice(["Extra", "Args"])] = '"c"'
+            job.cad.changed()
+        for j in (job, rng.choice(jobs)):
+            assert j.text() == ads.text_of_exprs(j.view()), (step, j.id)

@@ -112,3 +112,30 @@ def test_the_fast_path_passes_nothing_too_deep_or_misread(pieces, depth):
             assert found.endswith("is not a number ClassAd can read"), found
             token = ast.literal_eval(found[:-len(" is not a number ClassAd can read")])
             assert limits._ODD_NUMBER.search(token) is None, found
+
+
+_OLD_PIECES = st.sampled_from(['"', "'", "\\", "//", "/*", "\n", "(", ")", "[", "]", ";", "+", "-", "1", "9",
+                               "e", "E", "x", "X", "e999", "E-123", "0x1", "9" * 19, "is", "IsNt", "Disk",
+                               " ", ".", "==", "é", "٣"])
+
+
+@given(st.lists(_OLD_PIECES, max_size=80), st.integers(1, 40))
+@settings(max_examples=3000, deadline=None)
+def test_the_byte_fast_path_answers_as_the_regular_expressions_did(pieces, depth):
+    """The ASCII fast path (a translation table and substring searches) says "nothing to
+    scan" only where the regular expressions it replaced said so too: it never lets through
+    what they would have sent to the scan, so the scan's verdicts stand."""
+    text = "".join(pieces)
+    assert limits._STRING_FAST.sub('""', text) == limits._STRING.sub('""', text)
+    bare = text
+    if '"' in text and "'" not in text and "//" not in text and "/*" not in text:
+        bare = limits._STRING.sub('""', text)
+    structural = len(bare) - len(bare.translate(limits._DROP_STRUCTURAL))
+    old_fast = (structural < depth and limits._ODD_NUMBER.search(bare) is None
+                and structural + len(limits._WORD_OPERATOR.findall(bare)) < depth)
+    if bare.isascii() and limits._shallow_ascii(bare, depth):
+        assert old_fast
+    if old_fast and bare.isascii():
+        # Only the `is` bound is looser: an "is" inside a longer word counts in it.
+        lowered = bare.lower().count("is")
+        assert limits._shallow_ascii(bare, depth) == (structural + lowered < depth)

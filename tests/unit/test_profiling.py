@@ -28,3 +28,12 @@ def test_format_top_and_an_empty_profile():
     assert lines[0].startswith("schedd: 100 samples")
     assert lines[1].split() == ["50.0", "50.0", "select", "(selectors.py)"]
     assert top_functions("") == (0, [])
+
+
+def test_the_sampling_rate_can_be_set(monkeypatch):
+    from daemons.cli import profiling
+    for text, want in (("", profiling.RATE_HZ), ("200", 200), ("0", profiling.RATE_HZ), ("x", profiling.RATE_HZ),
+                       ("5000", profiling.RATE_HZ)):
+        monkeypatch.setenv(profiling.RATE_ENV, text)
+        assert profiling.rate_hz() == want
+    assert format_top("s", FOLDED, n=1, hz=200)[0].endswith("at 200 Hz (self % / inclusive %)")

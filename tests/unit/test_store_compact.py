@@ -262,3 +262,72 @@ def test_queries_and_invalidations_by_type_see_only_that_type():
     assert [s.name for s in store.expire(16.0)] == ["neg"]
     assert store.select("Negotiator", 16.0) == [] and store.counts() == {"Machine": 2, "Scheduler": 1}
     assert len(store) == 3
+
+
+def test_the_daemons_printed_form_is_read_as_the_strict_split_reads_it():
+    """prepare() reads a text split at "; " (each piece a whole item, remembered once
+    checked) exactly as the strict split reads it: the same items, names, lifetime and
+    address, or None for both; pieces that are not whole items (a "; " inside a string,
+    other spacing) go the strict way."""
+    rng = random.Random(13)
+    canon_fast, canon_strict = compact.Canon(), compact.Canon()
+    values = VALUES + ['"a; b"', '"x\\"; Y = 1"', '"; "', '"p; Q = \\"r"', "1 ; 2", "a;b", " 1", "1 "]
+    taken = 0
+    for i in range(4000):
+        items = [("MyType", '"Machine"'), ("Name", f'"n{rng.randrange(50)}"')]
+        items += [(rng.choice(NAMES), rng.choice(values)) for _ in range(rng.randrange(5))]
+        rng.shuffle(items)
+        sep = rng.choice(["; "] * 4 + SEPARATORS)
+        text = "[ " + sep.join(f"{n} = {v}" for n, v in items) + rng.choice([" ]", "]", "; ]"])
+        got = compact.prepare(text, canon_fast)
+        want = compact._prepare_strictly(text, canon_strict)
+        if i % 500 == 0:
+            canon_fast.items.clear()     # misses and hits both
+        assert (got is None) == (want is None), text
+        if got is not None:
+            taken += 1
+            assert (got.my_type, got.name, got.lifetime, got.my_address, got.names, got.items) == \
+                (want.my_type, want.name, want.lifetime, want.my_address, want.names, want.items), text
+    assert taken > 300
+    # A slot ad as the startd prints it is read the fast way, its items remembered.
+    text = ads.ad_text(slot_attrs(random.Random(1), 1))
+    canon = compact.Canon()
+    assert compact.prepare(text, canon) is not None and len(canon.items) > 5
+
+
+def test_a_refresh_stores_what_the_whole_update_would():
+    """A refresh sets the given items in a stored ad (and LastHeardFrom), and the ad is then
+    exactly the one a whole update with those values stores."""
+    rng = random.Random(17)
+    for i in range(200):
+        attrs = slot_attrs(rng, i)
+        attrs["TotalClaimRunTime"] = 5
+        attrs["ExpectedMachineGracefulDrainingCompletion"] = 1000
+        if "[" in ads.ad_text(attrs)[1:-1]:
+            continue          # kept uncompacted (a subscript): sent whole, never refreshed
+        refreshed, whole = AdStore(900), AdStore(900)
+        refreshed.update_prepared(refreshed.prepare(ads.ad_text(attrs)), NOW)
+        later = dict(attrs, TotalClaimRunTime=rng.randrange(100), ExpectedMachineGracefulDrainingCompletion=2000)
+        new = refreshed.refresh_items(f"TotalClaimRunTime = {later['TotalClaimRunTime']}; "
+                                      "ExpectedMachineGracefulDrainingCompletion = 2000")
+        assert refreshed.refresh("Machine", attrs["Name"], new, NOW + 10)
+        text = ads.ad_text(later)
+        whole.update(full_way(text), NOW + 10)
+        assert as_stored(refreshed) == as_stored(whole)
+    assert refreshed.refreshed_total == 1
+
+
+def test_a_refresh_that_does_not_fit_changes_nothing():
+    store = AdStore(900)
+    text = '[ MyType = "Machine"; Name = "a"; Cpus = 1; TotalClaimRunTime = 5 ]'
+    store.update_prepared(store.prepare(text), NOW)
+    before = store.query("Machine", NOW, include_private=True)
+    for items in ["Memory = 2", "cpus = 2", "Cpus = 2; Cpus = 3", "Name = \"b\"", "MyType = \"X\"",
+                  "ClassAdLifetime = 5", "LastHeardFrom = 7", "Cpus = (", "Cpus = 1;", "HtcpoolLoopLagWall = 1"]:
+        new = store.refresh_items(items)
+        assert new is None or not store.refresh("Machine", "a", new, NOW + 1), items
+    assert not store.refresh("Machine", "nope", store.refresh_items("Cpus = 2"), NOW + 1)
+    assert not store.refresh("Machine", "a", store.refresh_items("Cpus = 2"), NOW + 901)   # expired
+    assert store.query("Machine", NOW, include_private=True) == before
+    assert store.refresh("Machine", "a", store.refresh_items("Cpus = 2"), NOW + 1)
+    assert store.refresh_items("") == []

@@ -72,6 +72,8 @@ def _update_needs(request: Any) -> list[Need]:
             types.setdefault(my_type)
     if request.invalidate_names:
         types.setdefault(request.invalidate_type or "Machine")
+    if request.refreshes:
+        types.setdefault(request.refresh_type or "Machine")
     return [Need(f"{t} ads", advertise_level(t)) for t in types]
 
 

@@ -25,25 +25,27 @@ _sym_db = _symbol_database.Default()
 from daemons.pb.htcpool import common_pb2 as htcpool_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17htcpool/collector.proto\x12\nhtcpool.v1\x1a\x14htcpool/common.proto\"g\n\x10UpdateAdsRequest\x12 \n\x03\x61\x64s\x18\x01 \x03(\x0b\x32\x13.htcpool.v1.ClassAd\x12\x17\n\x0finvalidate_type\x18\x02 \x01(\t\x12\x18\n\x10invalidate_names\x18\x03 \x03(\t\"6\n\x0eUpdateAdsReply\x12\x0f\n\x07updated\x18\x01 \x01(\x05\x12\x13\n\x0binvalidated\x18\x02 \x01(\x05\"J\n\x14InvalidateAdsRequest\x12\x0f\n\x07my_type\x18\x01 \x01(\t\x12\r\n\x05names\x18\x02 \x03(\t\x12\x12\n\nconstraint\x18\x03 \x01(\t\")\n\x12InvalidateAdsReply\x12\x13\n\x0binvalidated\x18\x01 \x01(\x05\"c\n\x0fQueryAdsRequest\x12\x0f\n\x07my_type\x18\x01 \x01(\t\x12\x12\n\nconstraint\x18\x02 \x01(\t\x12\x12\n\nprojection\x18\x03 \x03(\t\x12\x17\n\x0finclude_private\x18\x04 \x01(\x08\"1\n\rQueryAdsReply\x12 \n\x03\x61\x64s\x18\x01 \x03(\x0b\x32\x13.htcpool.v1.ClassAd2\xeb\x01\n\tCollector\x12\x45\n\tUpdateAds\x12\x1c.htcpool.v1.UpdateAdsRequest\x1a\x1a.htcpool.v1.UpdateAdsReply\x12Q\n\rInvalidateAds\x12 .htcpool.v1.InvalidateAdsRequest\x1a\x1e.htcpool.v1.InvalidateAdsReply\x12\x44\n\x08QueryAds\x12\x1b.htcpool.v1.QueryAdsRequest\x1a\x19.htcpool.v1.QueryAdsReply0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17htcpool/collector.proto\x12\nhtcpool.v1\x1a\x14htcpool/common.proto\"\xa7\x01\n\x10UpdateAdsRequest\x12 \n\x03\x61\x64s\x18\x01 \x03(\x0b\x32\x13.htcpool.v1.ClassAd\x12\x17\n\x0finvalidate_type\x18\x02 \x01(\t\x12\x18\n\x10invalidate_names\x18\x03 \x03(\t\x12\x14\n\x0crefresh_type\x18\x04 \x01(\t\x12(\n\trefreshes\x18\x05 \x03(\x0b\x32\x15.htcpool.v1.AdRefresh\"<\n\tAdRefresh\x12\r\n\x05names\x18\x01 \x03(\t\x12\r\n\x05items\x18\x02 \x01(\t\x12\x11\n\town_items\x18\x03 \x03(\t\"a\n\x0eUpdateAdsReply\x12\x0f\n\x07updated\x18\x01 \x01(\x05\x12\x13\n\x0binvalidated\x18\x02 \x01(\x05\x12\x11\n\trefreshed\x18\x03 \x01(\x05\x12\x16\n\x0erefresh_missed\x18\x04 \x03(\t\"J\n\x14InvalidateAdsRequest\x12\x0f\n\x07my_type\x18\x01 \x01(\t\x12\r\n\x05names\x18\x02 \x03(\t\x12\x12\n\nconstraint\x18\x03 \x01(\t\")\n\x12InvalidateAdsReply\x12\x13\n\x0binvalidated\x18\x01 \x01(\x05\"c\n\x0fQueryAdsRequest\x12\x0f\n\x07my_type\x18\x01 \x01(\t\x12\x12\n\nconstraint\x18\x02 \x01(\t\x12\x12\n\nprojection\x18\x03 \x03(\t\x12\x17\n\x0finclude_private\x18\x04 \x01(\x08\"1\n\rQueryAdsReply\x12 \n\x03\x61\x64s\x18\x01 \x03(\x0b\x32\x13.htcpool.v1.ClassAd2\xeb\x01\n\tCollector\x12\x45\n\tUpdateAds\x12\x1c.htcpool.v1.UpdateAdsRequest\x1a\x1a.htcpool.v1.UpdateAdsReply\x12Q\n\rInvalidateAds\x12 .htcpool.v1.InvalidateAdsRequest\x1a\x1e.htcpool.v1.InvalidateAdsReply\x12\x44\n\x08QueryAds\x12\x1b.htcpool.v1.QueryAdsRequest\x1a\x19.htcpool.v1.QueryAdsReply0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'htcpool.collector_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_UPDATEADSREQUEST']._serialized_start=61
-  _globals['_UPDATEADSREQUEST']._serialized_end=164
-  _globals['_UPDATEADSREPLY']._serialized_start=166
-  _globals['_UPDATEADSREPLY']._serialized_end=220
-  _globals['_INVALIDATEADSREQUEST']._serialized_start=222
-  _globals['_INVALIDATEADSREQUEST']._serialized_end=296
-  _globals['_INVALIDATEADSREPLY']._serialized_start=298
-  _globals['_INVALIDATEADSREPLY']._serialized_end=339
-  _globals['_QUERYADSREQUEST']._serialized_start=341
-  _globals['_QUERYADSREQUEST']._serialized_end=440
-  _globals['_QUERYADSREPLY']._serialized_start=442
-  _globals['_QUERYADSREPLY']._serialized_end=491
-  _globals['_COLLECTOR']._serialized_start=494
-  _globals['_COLLECTOR']._serialized_end=729
+  _globals['_UPDATEADSREQUEST']._serialized_start=62
+  _globals['_UPDATEADSREQUEST']._serialized_end=229
+  _globals['_ADREFRESH']._serialized_start=231
+  _globals['_ADREFRESH']._serialized_end=291
+  _globals['_UPDATEADSREPLY']._serialized_start=293
+  _globals['_UPDATEADSREPLY']._serialized_end=390
+  _globals['_INVALIDATEADSREQUEST']._serialized_start=392
+  _globals['_INVALIDATEADSREQUEST']._serialized_end=466
+  _globals['_INVALIDATEADSREPLY']._serialized_start=468
+  _globals['_INVALIDATEADSREPLY']._serialized_end=509
+  _globals['_QUERYADSREQUEST']._serialized_start=511
+  _globals['_QUERYADSREQUEST']._serialized_end=610
+  _globals['_QUERYADSREPLY']._serialized_start=612
+  _globals['_QUERYADSREPLY']._serialized_end=661
+  _globals['_COLLECTOR']._serialized_start=664
+  _globals['_COLLECTOR']._serialized_end=899
 # @@protoc_insertion_point(module_scope)

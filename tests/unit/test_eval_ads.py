@@ -1,0 +1,76 @@
+"""daemons/startd/evalads.py: a kept slot ad brought up to date is the ad a fresh parse gives."""
+import random
+
+import classad2
+import pytest
+
+from daemons.core import ads
+from daemons.startd import evalads
+from daemons.startd.evalads import EvalAds
+from tests.unit import startd_scenarios
+from tests.unit.startd_scenarios import SCENARIOS, job
+
+
+def fresh(m, s, now):
+    return classad2.ClassAd(ads.ad_text(m.slot_ad(s, now, for_eval=True)))
+
+
+def same(a: classad2.ClassAd, b: classad2.ClassAd) -> bool:
+    return ads.exprs_of(a) == ads.exprs_of(b)
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_kept_ads_equal_fresh_ones_at_every_checkpoint(monkeypatch, name):
+    printed = startd_scenarios._texts
+    seen = {"hits": 0, "pslots": False}
+
+    def texts(sd, now):
+        for m in sd.machines.values():
+            for s in list(m.slots.values()):
+                for _ in range(2):          # the second time comes from the kept ad
+                    assert same(m.classad(s, now), fresh(m, s, now)), m.name_of(s)
+        seen["hits"] = next(iter(sd.machines.values())).eval_ads.hits
+        seen["pslots"] |= any(s.kind.value == "Partitionable" for m in sd.machines.values() for s in m.slots.values())
+        return printed(sd, now)
+
+    monkeypatch.setattr(startd_scenarios, "_texts", texts)
+    SCENARIOS[name]()
+    assert seen["hits"] > 0 or not seen["pslots"]      # only partitionable slots' ads are kept
+
+
+def test_claims_activations_and_releases_in_any_order_keep_the_ads_exact():
+    rng = random.Random(3)
+    sd = startd_scenarios._startd({"NUM_CPUS": "8", "MEMORY": "16384", "SLOT_TYPE_1": "100%",
+                                   "SLOT_TYPE_1_PARTITIONABLE": "True", "NUM_SLOTS_TYPE_1": "1",
+                                   "RANK": "TARGET.Prio"}, hosts=2)
+    now = startd_scenarios.NOW
+    for step in range(300):
+        now += rng.choice([0, 1, 7])
+        m = rng.choice(list(sd.machines.values()))
+        slots = list(m.slots.values())
+        s = rng.choice(slots)
+        op = rng.random()
+        if op < 0.4 and s.kind.value == "Partitionable":
+            m.request_claim(s, job(step, RequestCpus=str(rng.choice([1, 2]))), "schedd@sub",
+                            startd_scenarios.SCHEDD, rng.choice(["alice@d", "bob@d"]), now)
+        elif op < 0.7 and s.claim is not None:
+            m.activate(s, job(step), now)
+        elif op < 0.85 and s.claim is not None:
+            m.finish_job(s, now)
+        elif s.claim is not None:
+            m.release(s, now, "done")
+        for t in m.slots.values():
+            assert same(m.classad(t, now), fresh(m, t, now)), (step, m.name_of(t))
+
+
+def test_only_a_bounded_number_of_ads_is_kept():
+    kept = EvalAds(keep=3)
+    for i in range(10):
+        kept.get(i, {"MyType": "Machine", "Cpus": i})
+    assert len(kept._ads) == 3 and kept.misses == 10
+    ad = kept.get(9, {"MyType": "Machine", "Cpus": 1.5, "L": [1, 2], "E": ads.Expr("Cpus * 2"), "S": "x"})
+    assert kept.hits == 1 and ad.eval("E") == 3.0 and ad.eval("S") == "x"
+    ad = kept.get(9, {"MyType": "Machine", "Cpus": -0.0, "E": ads.Expr("Cpus + 1")})
+    assert "L" not in ad and ad.eval("E") == 1.0 and same(ad, classad2.ClassAd(
+        ads.ad_text({"MyType": "Machine", "Cpus": -0.0, "E": ads.Expr("Cpus + 1")})))
+    assert evalads.KEEP >= 100
