@@ -28,9 +28,12 @@ _OPTIONS = [
     # A peer that restarts on its port must be reachable again at once: gRPC's own
     # reconnect backoff grows to 120 s of wall time (hours of pool time at a fast
     # TIME_SCALE), during which every call fails without trying. Backoff between
-    # attempts is call_with_retry's business.
+    # attempts is call_with_retry's business. gRPC's core also takes the minimum backoff
+    # as the time a connection attempt is given (its MIN_CONNECT_TIMEOUT): at 100 ms a
+    # loaded peer that took longer to send its HTTP/2 SETTINGS failed the caller's call
+    # at once with UNAVAILABLE ("timed out before receiving SETTINGS frame").
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 2000),
     ("grpc.max_reconnect_backoff_ms", 1000),
 ]
 TRANSIENT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})

@@ -251,7 +251,7 @@ class Machine:
 
     # A startd holds one per 8 or so slots: no instance dictionary.
     __slots__ = ("host", "cfg", "address", "ids", "registry", "slots", "deleted", "dirty", "touched", "started",
-                 "drain", "total_drains", "wrl", "outbox", "notes", "preempting", "packer")
+                 "drain", "total_drains", "wrl", "outbox", "notes", "preempting", "packer", "eval_ads")
 
     def __init__(self, host: str, cfg: StartdConfig, address: str, now: float, ids: ClaimIds,
                  registry: "dict[str, Slot] | None" = None,
