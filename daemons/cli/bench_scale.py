@@ -12,7 +12,7 @@ last one given). A step:
 2. waits for the first cycle that matches (the pool fills), then `--warmup-hours` of
    pool time, then measures a window of `--window-hours` of pool time: the schedd's
    claim-activation histogram and every daemon's CPU time at both ends, each daemon's
-   event-loop lag from its status page every half second of wall time, the
+   event-loop lag from its /metrics every half second of wall time, the
    collector's count of lag events;
 3. reads the negotiator's cycle records, the schedd's history and running jobs, and
    judges the window (`scale_criteria`).
@@ -39,6 +39,7 @@ import shutil
 import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -122,18 +123,49 @@ def submit_chunk(ds: list[float]) -> str:
 
 
 # ---- one step --------------------------------------------------------------------------
+_LAG_GAUGES = (("_loop_lag_recent_max_pool_seconds", "recent_max_pool_s"),
+               ("_loop_lag_sustained_pool_seconds", "sustained_pool_s"))
+
+
+def loop_lag_from_metrics(text: str) -> dict[str, float]:
+    """A daemon's loop lag gauges read from its /metrics text (recent_max_pool_s,
+    sustained_pool_s): the page is a few KB where /status is the daemon's whole state (a
+    negotiator's cycle history, encoded twice a second, was a fifth of its busy time)."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        name, _, value = line.rpartition(" ")
+        for suffix, key in _LAG_GAUGES:
+            if name.endswith(suffix):
+                try:
+                    out[key] = float(value)
+                except ValueError:
+                    pass
+    return out
+
+
+def _metrics_lag(url: str) -> dict[str, float]:
+    if not url:
+        return {}
+    try:
+        with urllib.request.urlopen(f"{url}/metrics", timeout=5.0) as r:
+            return loop_lag_from_metrics(r.read().decode("utf-8", "replace"))
+    except (OSError, ValueError):
+        return {}
+
+
 @dataclass
 class Sampler:
-    """Each daemon's worst recent loop lag (pool s) seen on its status page in the window."""
+    """Each daemon's worst recent loop lag (pool s) seen on its /metrics in the window."""
     urls: dict[str, str]
     worst: dict[str, float] = field(default_factory=dict)
     sustained: dict[str, float] = field(default_factory=dict)
     samples: int = 0
 
     async def sample(self) -> None:
-        pages = await asyncio.gather(*(asyncio.to_thread(status_page, u) for u in self.urls.values()))
-        for key, page in zip(self.urls, pages):
-            lag = page.get("loop_lag") or {}
+        pages = await asyncio.gather(*(asyncio.to_thread(_metrics_lag, u) for u in self.urls.values()))
+        for key, lag in zip(self.urls, pages):
             if "recent_max_pool_s" in lag:
                 self.worst[key] = max(self.worst.get(key, 0.0), float(lag["recent_max_pool_s"]))
                 self.sustained[key] = max(self.sustained.get(key, 0.0), float(lag.get("sustained_pool_s", 0.0)))
