@@ -119,12 +119,14 @@ def daemon_cpu(pool: LocalPool) -> dict[str, float]:
     return out
 
 
-def status_page(url: str) -> dict[str, Any]:
+def status_page(url: str, path: str = "/status", read: Callable[[bytes], Any] = json.loads) -> Any:
+    """A daemon's status page (`path` of its status server) read by `read`; {} if it
+    cannot be had."""
     if not url:
         return {}
     try:
-        with urllib.request.urlopen(f"{url}/status", timeout=5.0) as r:
-            return json.loads(r.read())
+        with urllib.request.urlopen(f"{url}{path}", timeout=5.0) as r:
+            return read(r.read())
     except (OSError, ValueError):
         return {}
 

@@ -39,7 +39,6 @@ import shutil
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -146,13 +145,7 @@ def loop_lag_from_metrics(text: str) -> dict[str, float]:
 
 
 def _metrics_lag(url: str) -> dict[str, float]:
-    if not url:
-        return {}
-    try:
-        with urllib.request.urlopen(f"{url}/metrics", timeout=5.0) as r:
-            return loop_lag_from_metrics(r.read().decode("utf-8", "replace"))
-    except (OSError, ValueError):
-        return {}
+    return status_page(url, "/metrics", lambda b: loop_lag_from_metrics(b.decode("utf-8", "replace")))
 
 
 @dataclass
