@@ -67,7 +67,7 @@ def measure(slots: int, cls: str) -> dict[str, Any]:
     from daemons.startd import service  # noqa: F401  (what a startd process imports)
     from daemons.startd.config import read_startd_config
     from daemons.startd.daemon import host_names, machine_ad_texts
-    from daemons.startd.slots import Startd
+    from daemons.startd.machines import Startd
 
     from daemons.core.memory import fix_mmap_threshold
     fix_mmap_threshold()    # as the runner does for a startd process

@@ -2,8 +2,8 @@
 
 A cycle (matchmaker.cpp negotiationTime):
 - Phase 1: slot ads (NEGOTIATOR_SLOT_CONSTRAINT) and submitter ads from the collector;
-- Phase 2: accounting: priorities age, usage is rebuilt from the claimed slots, the
-  pool's summed slot weight is the pie; significant attributes;
+- Phase 2: accounting (accounting.py): priorities age, usage is rebuilt from the claimed
+  slots, the pool's summed slot weight is the pie; significant attributes;
 - Phase 3/4: the cycle's decisions (cycle.py: group order, shares, pie spins,
   matches, rejections, preemptions), each submitter a session with its schedd over a
   bidirectional stream. This module is the wiring: queries, streams, logs, the
@@ -34,6 +34,7 @@ from daemons.core.daemon import Daemon, cancel_and_wait
 from daemons.core.log import EACH_LINE_STAMPED
 from daemons.core.rpc import describe
 from daemons.negotiator.accountant import Accountant
+from daemons.negotiator.accounting import account
 from daemons.negotiator.config import NegotiatorConfig
 from daemons.negotiator.cycle import ERROR, Cycle, Session, Submitter
 from daemons.negotiator.matchmaker import Matchmaker, SlotCache
@@ -41,7 +42,6 @@ from daemons.negotiator.preemption import Preemption
 from daemons.negotiator.significant import SignificantAttributes
 from daemons.negotiator.streams import prefetch as prefetch_requests
 from daemons.negotiator.streams import Outgoing, ScheddError, ScheddStream, ended_call_error
-from daemons.negotiator.slotads import SlotView
 from daemons.pb.htcpool import negotiator_pb2_grpc, schedd_pb2, schedd_pb2_grpc
 
 __all__ = ["CycleRecord", "NegotiatorConfig", "NegotiatorDaemon"]
@@ -271,23 +271,9 @@ class NegotiatorDaemon(Daemon):
         for problem in self.cfg.problems:
             log.error("configuration: %s", problem)
         cycle = Cycle(self.cfg.cycle_policy, self.accountant, None, submitters, 0.0, 1.0)
-        self.accountant.update_priorities(rec.start)
-        pool_weight, min_weight, claimed, heard = 0.0, math.inf, [], {}
-        for v in views:
-            name, last = v.get("Name"), v.get("LastHeardFrom")
-            if isinstance(name, str) and isinstance(last, (int, float)) and not isinstance(last, bool):
-                heard[name] = float(last)
-            w = self._view_weight(v)
-            pool_weight += w
-            min_weight = min(min_weight, w) if w > 0 else min_weight
-            if v.get("State") in ("Claimed", "Preempting"):
-                owner = v.get("RemoteOwner")
-                if isinstance(owner, str) and owner:
-                    limits = v.get("ConcurrencyLimits")
-                    claimed.append((owner, cycle.ancestry_of(owner), w, limits if isinstance(limits, str) else ""))
-        self.accountant.check_matches(claimed, heard)
-        cycle.pool_weight = rec.pool_weight = pool_weight
-        cycle.min_weight = min_weight if math.isfinite(min_weight) else 1.0
+        cycle.pool_weight, cycle.min_weight = account(views, self.accountant, rec.start, cycle.ancestry_of,
+                                                      self.cfg.use_slot_weights)
+        rec.pool_weight = cycle.pool_weight
         phase("accounting")
         sig = self.significant.compute_views(views, self.cfg.policy_exprs(), self.cfg.job_constraint)
         if sig != self.significant_attrs:
@@ -360,25 +346,6 @@ class NegotiatorDaemon(Daemon):
         if lines:
             self.log.info("%s", "\n".join(lines), extra=EACH_LINE_STAMPED)
             lines.clear()
-
-    def _view_weight(self, v: SlotView) -> float:
-        """A slot's weight, once per shape unless its expressions look at its instance attributes."""
-        if not self.cfg.use_slot_weights:
-            return 1.0
-        if v.depends_on_instance():
-            return self._slot_weight(v.ad)
-        w = v.shape.memo.get("weight")
-        if w is None:
-            w = v.shape.memo["weight"] = self._slot_weight(v.ad)
-        return w
-
-    def _slot_weight(self, ad) -> float:
-        if not self.cfg.use_slot_weights:
-            return 1.0
-        w = ads.as_float(ads.evaluate(ad.lookup("SlotWeight"), ad)) if "SlotWeight" in ad else None
-        if w is None:
-            w = ads.as_number(ads.get(ad, "Cpus"))  # HTCondor's default SLOT_WEIGHT
-        return w if w is not None and w >= 0 else 1.0
 
     # ---- one submitter -----------------------------------------------------------------
     def _stream(self, address: str) -> ScheddStream:

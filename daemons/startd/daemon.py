@@ -25,7 +25,8 @@ from daemons.startd import policy, preemption, refresh
 from daemons.startd.drain import DrainError, cancel_drain, check_drained, idle_claims, start_drain
 from daemons.startd.reports import ReportsMixin
 from daemons.startd.service import StartdService
-from daemons.startd.slots import CLAIMED, ClaimOutcome, Machine, Startd
+from daemons.startd.machines import Startd
+from daemons.startd.slots import CLAIMED, ClaimOutcome, Machine
 
 # A burst of claims and job ends becomes one collector update.
 UPDATE_COALESCE_WALL_S = 0.02

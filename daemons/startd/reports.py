@@ -22,7 +22,7 @@ from daemons.pb.htcpool import common_pb2, schedd_pb2, schedd_pb2_grpc
 from daemons.startd.slots import JobEvent
 
 if TYPE_CHECKING:
-    from daemons.startd.slots import Startd
+    from daemons.startd.machines import Startd
 
 EVENT_RETRY_MAX_WALL_S = 5.0
 EXIT_NEWS_KEEP_S = 86400.0     # pool seconds an undelivered job exit is kept after its claim is gone

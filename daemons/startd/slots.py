@@ -24,7 +24,8 @@ HTCondor behaviour followed here:
 - a claimed slot offers a claim id for a preempting claim; preemption (by the
   negotiator's match or by PREEMPT) is in daemons/startd/preemption.py.
 Draining is in daemons/startd/drain.py; the slot ad in daemons/startd/slotad.py; a dynamic
-slot's size in daemons/startd/sizing.py.
+slot's size in daemons/startd/sizing.py; the index of a process's machines and claims in
+daemons/startd/machines.py.
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ import secrets
 import sys
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable
 
 import classad2
 
@@ -548,95 +549,5 @@ class Machine:
         return self._ads([self.slots[n] for n in sorted(self.touched) if n in self.slots], now)
 
 
-class Startd:
-    """The machines of one startd process, with indexes from claim ids to slots."""
-
-    def __init__(self, hosts: list[str], cfg: StartdConfig, address: str, now: float,
-                 secret: Callable[[], str] = new_secret,
-                 machine_groups: "list[tuple[list[str], StartdConfig]] | None" = None) -> None:
-        """`hosts` configured by `cfg`, then each group's hosts by its own configuration;
-        `cfg` is also the process's (its claim lease)."""
-        self.cfg = cfg
-        self.ids = ClaimIds(address, now, secret)
-        self.registry: dict[str, Slot] = {}
-        self.shared = Shared()
-        self.machines = {h: Machine(h, group_cfg, address, now, self.ids, self.registry, self.shared)
-                         for group_hosts, group_cfg in [(hosts, cfg), *(machine_groups or [])] for h in group_hosts}
-
-    def _lookup(self, key: str) -> tuple[Machine, Slot] | None:
-        slot = self.registry.get(key)
-        machine = slot.machine if slot is not None else None
-        if machine is None or machine.slots.get(slot.short_name) is not slot:   # (a deleted dynamic slot)
-            return None
-        return machine, slot
-
-    def find_capability(self, capability: str) -> tuple[Machine, Slot] | None:
-        found = self._lookup(capability)
-        return found if found is not None and found[1].capability == capability else None
-
-    def find_claim(self, claim_id: str) -> tuple[Machine, Slot] | None:
-        """The slot a claim id belongs to: its current claim, or a preempting claim waiting for it."""
-        found = self._lookup(claim_id)
-        if found is None:
-            return None
-        s = found[1]
-        if (s.claim is not None and s.claim.id == claim_id) or (s.pre is not None and s.pre.id == claim_id):
-            return found
-        return None
-
-    def claims(self) -> list[tuple[Machine, Slot]]:
-        return [(m, s) for m in self.machines.values() for s in m.slots.values() if s.claim is not None]
-
-    def keepalive(self, claim_ids: Iterable[str], schedd_address: str, now: float) -> list[str]:
-        """Renew leases; return the ids this startd does not hold."""
-        unknown = []
-        schedd_address = sys.intern(schedd_address)
-        for cid in claim_ids:
-            found = self.find_claim(cid)
-            if found is None:
-                unknown.append(cid)
-                continue
-            s = found[1]
-            c = s.claim if s.claim is not None and s.claim.id == cid else s.pre
-            assert c is not None
-            c.last_alive = now
-            if schedd_address:
-                c.schedd_address = schedd_address
-        return unknown
-
-    def expire_leases(self, now: float, allowance_s: float = 0.0) -> list[JobEvent]:
-        """Drop claims not kept alive for a lease. `allowance_s` stretches the lease by the
-        pool's own lag (a schedd whose event loop runs behind renews late; it is not gone)."""
-        from daemons.startd.preemption import take_over, withdraw
-
-        events = []
-        lease = self.cfg.claim_lease_s
-        limit = lease + max(0.0, allowance_s)
-        for m, s in [(m, s) for m in self.machines.values() for s in list(m.slots.values()) if s.pre is not None]:
-            pre = s.pre
-            assert pre is not None
-            if now - pre.last_alive > limit:
-                withdraw(m, s, now)
-                events.append(JobEvent("claim_lost", pre.id, "", m.name_of(s), pre.schedd_address, now,
-                                       f"claim lease expired (not kept alive for {lease:.0f} s)"))
-        for m, s in self.claims():
-            c = s.claim
-            assert c is not None
-            if now - c.last_alive > limit:
-                ev = m.release(s, now, f"claim lease expired (not kept alive for {lease:.0f} s)", lost=True)
-                if ev is not None:
-                    events.append(ev)
-                take_over(m, s, now)
-        return events
-
-    def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for m in self.machines.values():
-            for s in m.slots.values():
-                k = f"{s.state}/{s.activity}"
-                out[k] = out.get(k, 0) + 1
-        return out
-
-
-__all__ = ["Machine", "Startd", "Slot", "SlotKind", "Claim", "ClaimOutcome", "JobEvent", "job_duration",
+__all__ = ["Machine", "Slot", "SlotKind", "Claim", "ClaimOutcome", "JobEvent", "job_duration",
            "STANDARD"]

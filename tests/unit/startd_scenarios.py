@@ -18,7 +18,7 @@ from daemons.core.config import Param
 from daemons.startd import preemption
 from daemons.startd.config import read_startd_config
 from daemons.startd.drain import start_drain
-from daemons.startd.slots import Startd
+from daemons.startd.machines import Startd
 
 NOW = 1_000_000.0
 SCHEDD = "127.0.0.1:4000"

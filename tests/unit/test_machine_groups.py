@@ -5,7 +5,7 @@ import pytest
 from daemons.core.config import ConfigError, Param
 from daemons.core.runner import build_daemon, parse_machine_group
 from daemons.startd.config import read_startd_config
-from daemons.startd.slots import Startd
+from daemons.startd.machines import Startd
 
 NOW = 1000.0
 

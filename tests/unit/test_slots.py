@@ -2,7 +2,8 @@
 import classad2
 
 from daemons.startd.config import Resources, SlotTypeSpec, StartdConfig
-from daemons.startd.slots import Startd, job_duration
+from daemons.startd.machines import Startd
+from daemons.startd.slots import job_duration
 
 NOW = 1000.0
 SCHEDD = "127.0.0.1:4000"

@@ -13,7 +13,8 @@ import pytest
 from daemons.core.common import CommonConfig
 from daemons.startd.config import Resources, SlotTypeSpec, StartdConfig
 from daemons.startd.daemon import StartdDaemon
-from daemons.startd.slots import Machine, Startd
+from daemons.startd.machines import Startd
+from daemons.startd.slots import Machine
 
 ONE = Resources(cpus=1, memory=1024, disk=10000)
 

@@ -18,7 +18,8 @@ from daemons.startd import policy
 from daemons.startd.config import Resources, SlotPolicy, SlotTypeSpec, StartdConfig
 from daemons.startd.daemon import machine_ad_texts
 from daemons.startd.jobads import JobAdPacker, unpack
-from daemons.startd.slots import NO_CHILDREN, Startd
+from daemons.startd.machines import Startd
+from daemons.startd.slots import NO_CHILDREN
 from tests.unit.startd_scenarios import SCENARIOS
 
 BEFORE = Path(__file__).parent / "data" / "startd_ads_before.json"

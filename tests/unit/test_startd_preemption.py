@@ -5,7 +5,7 @@ import classad2
 
 from daemons.startd import preemption
 from daemons.startd.config import Resources, SlotPolicy, SlotTypeSpec, StartdConfig
-from daemons.startd.slots import Startd
+from daemons.startd.machines import Startd
 
 NOW = 1000.0
 SCHEDD = "127.0.0.1:4000"
