@@ -129,8 +129,22 @@ def parse_ad(text: str, what: str = "ClassAd") -> classad2.ClassAd:
     return ad
 
 
+def quote(text: str) -> str:
+    """classad2.quote(text): a string literal. Most strings in ads (names, addresses, claim
+    ids) are printable ASCII with nothing to escape, and need only their quotes; the rest go
+    to the library (tests/unit/test_ads_quote.py compares the two)."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return '"' + text + '"'
+    return classad2.quote(text)
+
+
 def literal(value: Any) -> str:
     """ClassAd text of a Python value (Expr passes through as expression text)."""
+    t = value.__class__
+    if t is str:
+        return quote(value)
+    if t is int:
+        return str(value)
     if isinstance(value, Expr):
         return str(value)
     if isinstance(value, bool):
@@ -142,7 +156,7 @@ def literal(value: Any) -> str:
             return "error"
         return repr(value)
     if isinstance(value, str):
-        return classad2.quote(value)
+        return quote(value)
     if value is None:
         return "undefined"
     if isinstance(value, (list, tuple)):
@@ -162,6 +176,12 @@ _MEMO_TYPES = frozenset((str, Expr, int, bool))
 
 def ad_text(attrs: Mapping[str, Any]) -> str:
     """New-syntax text of an ad from attribute -> Python value / Expr."""
+    return "[ " + items_text(attrs) + " ]"
+
+
+def items_text(attrs: Mapping[str, Any]) -> str:
+    """The items of ad_text(attrs) without its brackets ("A = 1; B = 2"): texts of disjoint
+    parts joined with "; " and bracketed are the text of the whole."""
     memo = _ITEM_TEXTS
     parts = []
     for k, v in attrs.items():
@@ -177,7 +197,7 @@ def ad_text(attrs: Mapping[str, Any]) -> str:
                 memo.clear()
             memo[key] = text
         parts.append(text)
-    return "[ " + "; ".join(parts) + " ]"
+    return "; ".join(parts)
 
 
 def text_of_exprs(attrs: Mapping[str, str]) -> str:

@@ -1,6 +1,8 @@
 """The startd's typed configuration: machine size, slot types, policy expressions."""
 from __future__ import annotations
 
+import functools
+
 import re
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -169,6 +171,16 @@ class StartdConfig:
         """The policy of a slot type: its SLOT_TYPE_<N>_ overrides, else the machine-wide knobs."""
         if spec.policy is not None:
             return spec.policy
+        return self.machine_policy
+
+    @functools.cached_property
+    def static_slot_parts(self) -> dict:
+        """The printed static parts of this configuration's slot ads (daemons/startd/slotad.py)."""
+        return {}
+
+    @functools.cached_property
+    def machine_policy(self) -> SlotPolicy:
+        # Made once: a slot ad asks for its policy several times, for every slot, every update.
         return SlotPolicy(self.start, self.rank, self.slot_weight, self.is_owner, self.preempt, self.want_vacate,
                           self.kill, self.max_job_retirement_time, self.machine_max_vacate_time,
                           self.within_resource_limits, self.modify_request_exprs)

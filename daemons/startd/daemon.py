@@ -50,12 +50,11 @@ def machine_ad_texts(machines: Iterable[Machine], now: float, deleted: list[str]
     slots' names up into `deleted`, at the instant its ads are built, so an invalidation
     never follows the ad of a slot that came back under the same name."""
     for m in machines:
-        built = m.due_ads(now) if only_due else m.all_ads(now)
+        built = m.due_ads(now, as_text=True) if only_due else m.all_ads(now, as_text=True)
         m.sent()
         deleted.extend(m.deleted)
         m.deleted = []
-        for a in built:
-            yield ads.ad_text(a)
+        yield from built
 
 
 class StartdDaemon(ReportsMixin, Daemon):

@@ -73,9 +73,9 @@ class StartdService(pb_grpc.StartdServicer):
                                    request.schedd_address, request.submitter, dict(request.resources))
         reply = pb.RequestClaimReply(ok=out.ok, reason=out.reason, claim_id=out.claim_id, pending=out.pending)
         if out.slot_ad is not None:
-            reply.slot_ad.CopyFrom(common_pb2.ClassAd(text=ads.ad_text(out.slot_ad)))
+            reply.slot_ad.CopyFrom(common_pb2.ClassAd(text=out.slot_ad_text or ads.ad_text(out.slot_ad)))
         if out.leftover_ad is not None:
-            reply.leftover_ad.CopyFrom(common_pb2.ClassAd(text=ads.ad_text(out.leftover_ad)))
+            reply.leftover_ad.CopyFrom(common_pb2.ClassAd(text=out.leftover_ad_text or ads.ad_text(out.leftover_ad)))
             reply.leftover_claim_id = out.leftover_claim_id
         return reply
 

@@ -43,33 +43,44 @@ def consumption_limits(resources: tuple[str, ...]) -> str:
         f"MY.Consumption{r} <= MY.{r})" for r in names) + ")"
 
 
-def slot_ad(machine: "Machine", s: "Slot", now: float, *, for_eval: bool = False,
-            forecast: dict[str, int] | None = None) -> dict[str, Any]:
-    """`forecast`: the machine's drain forecast at `now`, when the caller builds several of
-    its slots' ads at once (it evaluates every running job's policy: once, not per slot)."""
-    from daemons.startd.slots import BUSY, RETIRING, SlotKind
+# A slot ad's items that follow only from the configuration and the slot's place and size
+# (its type, policy, totals, STARTD_ATTRS...), printed once: a startd prints its slots' ads
+# several times per job (the claim's reply, each collector update), and these are most of
+# an ad. Kept per configuration, by slot shape; bounded, though a pool has few shapes.
+STATIC_PARTS_KEEP = 4096
 
-    cfg, m = machine.cfg, machine.cfg.machine
+
+class _StaticPart:
+    __slots__ = ("base", "startd_attrs", "keys", "text")
+
+    def __init__(self, base: dict[str, Any], startd_attrs: dict[str, Any]) -> None:
+        self.base = base
+        self.startd_attrs = startd_attrs
+        self.keys = frozenset(base) | frozenset(startd_attrs)
+        # The printed items, when no STARTD_ATTRS entry overrides a base item (then the
+        # parts are merged in precedence order instead).
+        self.text = ads.items_text({**base, **startd_attrs}) if base.keys().isdisjoint(startd_attrs) else None
+
+
+def _static_part(machine: "Machine", s: "Slot", start: str) -> _StaticPart:
+    from daemons.startd.slots import SlotKind
+
+    cfg = machine.cfg
+    cache = cfg.static_slot_parts
+    key = (id(s.spec), s.kind, s.slot_id, s.size, start)
+    part = cache.get(key)
+    if part is not None:
+        return part
     pol = cfg.policy(s.spec)
     partitioned = s.kind is not SlotKind.STATIC
-    start: str = pol.start
-    if machine.drain is not None:
-        # A draining machine starts nothing new, unless the drain's start expression says so.
-        start = machine.drain.start_expr or "False"
     cp = s.spec.consumption_policy
     wrl = pol.within_resource_limits or (consumption_limits(tuple(n for n, _ in s.spec.consumption)) if cp
                                          else machine.wrl)
     a: dict[str, Any] = {
         "MyType": "Machine",
-        "Name": machine.name_of(s),
-        "Machine": machine.host,
         "SlotID": s.slot_id,
         "SlotTypeID": s.type_id,
         "SlotType": s.kind.value,
-        "State": s.state,
-        "Activity": s.activity,
-        "EnteredCurrentState": int(s.entered_state),
-        "EnteredCurrentActivity": int(s.entered_activity),
         "Start": Expr(start),
         "Rank": Expr(pol.rank),
         "SlotWeight": Expr(pol.slot_weight),
@@ -81,32 +92,22 @@ def slot_ad(machine: "Machine", s: "Slot", now: float, *, for_eval: bool = False
         "UidDomain": cfg.uid_domain,
         "FileSystemDomain": cfg.filesystem_domain,
         "HasFileTransfer": True,
-        "StartdIpAddr": f"<{machine.address}>",
-        "MyAddress": f"<{machine.address}>",
         "MachineResources": " ".join(("Cpus", "Memory", "Disk", "Swap") + cfg.custom_resources),
-        "LoadAvg": float(s.size.cpus) if s.activity in (BUSY, RETIRING) and s.claim else 0.0,
-        "CondorLoadAvg": float(s.size.cpus) if s.activity in (BUSY, RETIRING) and s.claim else 0.0,
         # An emulated machine has no console user: its keyboard has been idle for a week.
         "KeyboardIdle": 7 * 86400,
         # What a real startd's benchmarks would advertise (policy expressions use them).
         "KFlops": 1_000_000,
         "Mips": 10_000,
-        "CurrentRank": s.claim.rank if s.claim is not None else 0.0,
-        "DaemonStartTime": int(machine.started),
         "MaxJobRetirementTime": Expr(pol.max_job_retirement_time),
         "MachineMaxVacateTime": Expr(pol.machine_max_vacate_time),
     }
-    for name, amount in s.free.as_dict().items():
-        a[name] = amount
     for name, amount in s.size.as_dict().items():
         a[f"TotalSlot{name}"] = amount
-    for name, amount in m.as_dict().items():
+    for name, amount in cfg.machine.as_dict().items():
         a[f"Total{name}"] = amount
         a[f"Detected{name}"] = amount
     if s.kind is SlotKind.PARTITIONABLE:
         a["PartitionableSlot"] = True
-        a["NumDynamicSlots"] = len(s.children)
-        a["ChildCpus"] = [machine.slots[f"slot{s.slot_id}_{c}"].size.cpus for c in sorted(s.children)]
     if cp:
         # A p-slot with a consumption policy, and its dynamic slots, carry the policy
         # (Resource.cpp publish_static: CONSUMPTION_<Res> for every MachineResources entry).
@@ -118,6 +119,43 @@ def slot_ad(machine: "Machine", s: "Slot", now: float, *, for_eval: bool = False
     if s.kind is SlotKind.DYNAMIC:
         a["DynamicSlot"] = True
         a["ParentSlotId"] = s.slot_id
+    part = _StaticPart(a, {name: Expr(expr) for name, expr in cfg.attrs_of(s.slot_id)})
+    if len(cache) >= STATIC_PARTS_KEEP:
+        cache.clear()
+    cache[key] = part
+    return part
+
+
+def _parts(machine: "Machine", s: "Slot", now: float, for_eval: bool,
+           forecast: dict[str, int] | None) -> tuple[_StaticPart, dict[str, Any], dict[str, Any]]:
+    """The slot's static part, what changes with its state (before STARTD_ATTRS in
+    precedence) and what comes after STARTD_ATTRS (draining, the forecast)."""
+    from daemons.startd.slots import BUSY, RETIRING, SlotKind
+
+    # A draining machine starts nothing new, unless the drain's start expression says so.
+    start = machine.cfg.policy(s.spec).start if machine.drain is None else (machine.drain.start_expr or "False")
+    static = _static_part(machine, s, start)
+    address = f"<{machine.address}>"
+    load = float(s.size.cpus) if s.activity in (BUSY, RETIRING) and s.claim else 0.0
+    a: dict[str, Any] = {
+        "Name": machine.name_of(s),
+        "Machine": machine.host,
+        "State": s.state,
+        "Activity": s.activity,
+        "EnteredCurrentState": int(s.entered_state),
+        "EnteredCurrentActivity": int(s.entered_activity),
+        "StartdIpAddr": address,
+        "MyAddress": address,
+        "LoadAvg": load,
+        "CondorLoadAvg": load,
+        "CurrentRank": s.claim.rank if s.claim is not None else 0.0,
+        "DaemonStartTime": int(machine.started),
+    }
+    for name, amount in s.free.as_dict().items():
+        a[name] = amount
+    if s.kind is SlotKind.PARTITIONABLE:
+        a["NumDynamicSlots"] = len(s.children)
+        a["ChildCpus"] = [machine.slots[f"slot{s.slot_id}_{c}"].size.cpus for c in sorted(s.children)]
     if s.capability:
         a["Capability"] = s.capability
         a["ClaimId"] = s.capability
@@ -146,21 +184,53 @@ def slot_ad(machine: "Machine", s: "Slot", now: float, *, for_eval: bool = False
             group = ads.get(pre.job_ad, "AccountingGroup")
             if isinstance(group, str):
                 a["PreemptingAccountingGroup"] = group
-    for name, expr in cfg.attrs_of(s.slot_id):
-        a[name] = Expr(expr)
     if machine.drain is not None:
         from daemons.startd.drain import drain_attrs
-        a.update(drain_attrs(machine, now))
+        late = drain_attrs(machine, now)
     else:
-        a["Draining"] = False
+        late = {"Draining": False}
     if for_eval:
         # Ads built to evaluate a policy leave out the drain forecast, which itself
         # evaluates policy expressions against the slot.
-        a["CurrentTime"] = int(now)
+        late["CurrentTime"] = int(now)
     else:
         from daemons.startd.drain import expected_draining
-        a.update(forecast if forecast is not None else expected_draining(machine, now))
-    return a
+        late.update(forecast if forecast is not None else expected_draining(machine, now))
+    return static, a, late
+
+
+def _disjoint(static: _StaticPart, a: dict[str, Any], late: dict[str, Any]) -> bool:
+    return static.keys.isdisjoint(a) and static.keys.isdisjoint(late) and a.keys().isdisjoint(late)
+
+
+def _merged(static: _StaticPart, a: dict[str, Any], late: dict[str, Any]) -> dict[str, Any]:
+    # HTCondor's precedence: the job's advertised attributes over the slot's own, STARTD_ATTRS
+    # over both, the drain's over everything.
+    return {**static.base, **a, **static.startd_attrs, **late}
+
+
+def slot_ad(machine: "Machine", s: "Slot", now: float, *, for_eval: bool = False,
+            forecast: dict[str, int] | None = None) -> dict[str, Any]:
+    """`forecast`: the machine's drain forecast at `now`, when the caller builds several of
+    its slots' ads at once (it evaluates every running job's policy: once, not per slot)."""
+    return _merged(*_parts(machine, s, now, for_eval, forecast))
+
+
+def slot_ad_text(machine: "Machine", s: "Slot", now: float, forecast: dict[str, int] | None = None) -> str:
+    """ads.ad_text(slot_ad(...)), with the static part's items printed once for its shape."""
+    return _text(*_parts(machine, s, now, False, forecast))
+
+
+def slot_ad_and_text(machine: "Machine", s: "Slot", now: float) -> tuple[dict[str, Any], str]:
+    """slot_ad and slot_ad_text from one build."""
+    static, a, late = _parts(machine, s, now, False, None)
+    return _merged(static, a, late), _text(static, a, late)
+
+
+def _text(static: _StaticPart, a: dict[str, Any], late: dict[str, Any]) -> str:
+    if static.text is None or not _disjoint(static, a, late):
+        return ads.ad_text(_merged(static, a, late))
+    return "[ " + static.text + "; " + ads.items_text(a) + "; " + ads.items_text(late) + " ]"
 
 
 def clock_attrs(machine: "Machine", s: "Slot", now: float) -> dict[str, int]:

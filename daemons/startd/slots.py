@@ -42,7 +42,7 @@ from daemons.core import ads
 from daemons.startd import jobads, policy, sizing
 from daemons.startd.config import STANDARD, Resources, SlotTypeSpec, StartdConfig
 from daemons.startd.evalads import EvalAds
-from daemons.startd.slotad import slot_ad, within_resource_limits
+from daemons.startd.slotad import slot_ad, slot_ad_and_text, slot_ad_text, within_resource_limits
 
 if TYPE_CHECKING:
     from daemons.startd.drain import DrainState
@@ -187,6 +187,8 @@ class ClaimOutcome:
     slot_ad: dict[str, Any] | None = None
     leftover_ad: dict[str, Any] | None = None
     leftover_claim_id: str = ""
+    slot_ad_text: str = ""       # the two ads printed (the reply's), from the same build
+    leftover_ad_text: str = ""
     pending: bool = False      # a preempting claim: the slot is the schedd's once its claim_ready event comes
 
 
@@ -372,8 +374,8 @@ class Machine:
             self.registry[claim.id] = slot
             slot.set_state(CLAIMED, IDLE, now)
             self.touch(slot)
-            return ClaimOutcome(True, claim_id=claim.id, slot_name=self.name_of(slot),
-                                slot_ad=self.slot_ad(slot, now))
+            a, text = slot_ad_and_text(self, slot, now)
+            return ClaimOutcome(True, claim_id=claim.id, slot_name=self.name_of(slot), slot_ad=a, slot_ad_text=text)
         if decided:
             size = sizing.decided_size(self.cfg, decided)
         elif slot.spec.consumption_policy:
@@ -402,9 +404,10 @@ class Machine:
         if self.name_of(d) in self.deleted:
             self.deleted.remove(self.name_of(d))
         self.touch(slot, d)
-        out = ClaimOutcome(True, claim_id=claim.id, slot_name=self.name_of(d), slot_ad=self.slot_ad(d, now))
+        a, text = slot_ad_and_text(self, d, now)
+        out = ClaimOutcome(True, claim_id=claim.id, slot_name=self.name_of(d), slot_ad=a, slot_ad_text=text)
         if self.cfg.claim_partitionable_leftovers and slot.free.cpus > 0 and slot.free.memory > 0:
-            out.leftover_ad = self.slot_ad(slot, now)
+            out.leftover_ad, out.leftover_ad_text = slot_ad_and_text(self, slot, now)
             out.leftover_claim_id = slot.capability
         return out
 
@@ -516,14 +519,16 @@ class Machine:
     def running(self) -> list[Slot]:
         return [s for s in self.slots.values() if s.claim is not None and s.claim.job_id]
 
-    def all_ads(self, now: float) -> list[dict[str, Any]]:
-        return self._ads(list(self.slots.values()), now)
+    def all_ads(self, now: float, *, as_text: bool = False) -> list[Any]:
+        """Every slot's ad: attribute dicts, or (`as_text`) their texts."""
+        return self._ads(list(self.slots.values()), now, as_text)
 
-    def _ads(self, slots: list[Slot], now: float) -> list[dict[str, Any]]:
+    def _ads(self, slots: list[Slot], now: float, as_text: bool = False) -> list[Any]:
         # The machine's drain forecast is the same in each of its slots' ads: made once.
         from daemons.startd.drain import expected_draining
         forecast = expected_draining(self, now) if slots else None
-        return [slot_ad(self, s, now, forecast=forecast) for s in slots]
+        build = slot_ad_text if as_text else slot_ad
+        return [build(self, s, now, forecast=forecast) for s in slots]
 
     def touch(self, *slots: Slot) -> None:
         if self.touched is NOTHING_TOUCHED:
@@ -542,11 +547,11 @@ class Machine:
         """Has an ad the collector has not seen."""
         return self.dirty or bool(self.touched) or bool(self.deleted)
 
-    def due_ads(self, now: float) -> list[dict[str, Any]]:
+    def due_ads(self, now: float, *, as_text: bool = False) -> list[Any]:
         """The ads of what changed since the last update (every slot's if the machine is dirty)."""
         if self.dirty:
-            return self.all_ads(now)
-        return self._ads([self.slots[n] for n in sorted(self.touched) if n in self.slots], now)
+            return self.all_ads(now, as_text=as_text)
+        return self._ads([self.slots[n] for n in sorted(self.touched) if n in self.slots], now, as_text)
 
 
 __all__ = ["Machine", "Slot", "SlotKind", "Claim", "ClaimOutcome", "JobEvent", "job_duration",

@@ -40,7 +40,12 @@ def _startd(knobs: dict[str, str], hosts: int = 2) -> Startd:
 
 
 def _texts(sd: Startd, now: float) -> list[str]:
-    return [ads.ad_text(a) for m in sd.machines.values() for a in m.all_ads(now)]
+    """The ads as the startd sends them (printed from their static part and the rest); each
+    has the attributes of the ad built as a dictionary."""
+    texts = [t for m in sd.machines.values() for t in m.all_ads(now, as_text=True)]
+    built = [ads.ad_text(a) for m in sd.machines.values() for a in m.all_ads(now)]
+    assert [ads.exprs_of(classad2.ClassAd(t)) for t in texts] == [ads.exprs_of(classad2.ClassAd(t)) for t in built]
+    return texts
 
 
 def _run(m, name: str, j: classad2.ClassAd, now: float, submitter: str = "alice@d", schedd: str = SCHEDD) -> str:

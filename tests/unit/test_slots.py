@@ -1,7 +1,8 @@
 """daemons/startd/slots.py: claims, dynamic slots, emulated jobs, leases, slot ads."""
 import classad2
 
-from daemons.startd.config import Resources, SlotTypeSpec, StartdConfig
+from daemons.core.config import Param
+from daemons.startd.config import Resources, SlotTypeSpec, StartdConfig, read_startd_config
 from daemons.startd.machines import Startd
 from daemons.startd.slots import job_duration
 
@@ -305,3 +306,32 @@ def test_a_static_slots_claim_touches_only_that_slot():
     assert out.ok and _due(m) == ["slot1@host"]
     m.release(m.slots["slot1"], NOW + 1, "done")
     assert _due(m) == ["slot1@host"]
+
+
+def test_a_slot_ad_printed_from_its_static_part_has_the_attributes_of_the_built_ad():
+    # STARTD_ATTRS that override the slot's own attributes (State, Rank) and are overridden
+    # by the drain's (Draining), and a job whose advertised attributes are in the ad: the
+    # printed ad gives each attribute the value of its highest-precedence source.
+    from daemons.core import ads as core_ads
+    from daemons.startd.drain import start_drain
+    from daemons.startd.slotad import slot_ad_text
+
+    sd = Startd(["h1"], read_startd_config(Param.from_dict({
+        "NUM_CPUS": "4", "SLOT_TYPE_1": "100%", "SLOT_TYPE_1_PARTITIONABLE": "True", "NUM_SLOTS_TYPE_1": "1",
+        "STARTD_ATTRS": "State, Rank, Draining, Site", "State": '"Mine"', "Rank": "7", "Draining": '"no"',
+        "Site": '"here"'})), "127.0.0.1:9618", NOW)
+    m = sd.machines["h1"]
+    out = m.request_claim(m.slots["slot1"], job(AccountingGroup='"grp.a"'), "schedd@sub", "127.0.0.1:1", "a@d", NOW)
+    assert out.ok, out.reason
+    d = m.slots[out.slot_name.split("@")[0]]
+    assert m.activate(d, job(AccountingGroup='"grp.a"'), NOW)[0]
+    for when in (NOW + 10, NOW + 20):
+        for s in m.slots.values():
+            printed = classad2.ClassAd(slot_ad_text(m, s, when))
+            built = m.slot_ad(s, when)
+            assert core_ads.exprs_of(printed) == core_ads.exprs_of(classad2.ClassAd(core_ads.ad_text(built)))
+            assert [str(built[k]) for k in ("State", "Rank", "Site")] == ['"Mine"', "7", '"here"']
+            assert built["Draining"] is (m.drain is not None)   # the drain's own attributes come last
+        if m.drain is None:
+            start_drain(m, "graceful", False, "", "", "test", "r1", NOW + 15)
+    assert m.slot_ad(d, NOW)["AccountingGroup"] == "grp.a"

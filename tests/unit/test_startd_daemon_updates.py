@@ -84,10 +84,10 @@ async def test_a_fault_building_ads_is_not_taken_for_a_collector_failure(tmp_pat
     d = startd(tmp_path, c)
     all_ads = Machine.all_ads
 
-    def broken(m, now):
+    def broken(m, now, **kw):
         if m.host == "h2":
             raise ZeroDivisionError("a bug in a slot ad")
-        return all_ads(m, now)
+        return all_ads(m, now, **kw)
     monkeypatch.setattr(Machine, "all_ads", broken)   # (a Machine has __slots__: not on the instance)
     with caplog.at_level(logging.WARNING), pytest.raises(ZeroDivisionError):
         await asyncio.wait_for(d._flush_dirty(), 10)   # not retried as a collector failure would be
