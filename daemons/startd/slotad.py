@@ -47,7 +47,7 @@ def consumption_limits(resources: tuple[str, ...]) -> str:
 # (its type, policy, totals, STARTD_ATTRS...), printed once: a startd prints its slots' ads
 # several times per job (the claim's reply, each collector update), and these are most of
 # an ad. Kept per configuration, by slot shape; bounded, though a pool has few shapes.
-STATIC_PARTS_KEEP = 4096
+STATIC_PARTS_KEEP = 1024   # at most a few MB: an entry is its dicts and about 1.5 KB of text
 
 
 class _StaticPart:
