@@ -20,6 +20,7 @@ request finds nothing else, to give the rejection HTCondor's reason.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import classad2
@@ -82,13 +83,7 @@ class Preemption:
     def rank_possible(v: SlotView) -> bool:
         """False when the slot's RANK is a constant no better than its CurrentRank: it can
         never prefer a request to its current job."""
-        rank, current = v.shape.values.get("rank"), v.shape.values.get("currentrank")
-        if rank is None:
-            return False   # no Rank: undefined > CurrentRank is never true
-        if current is None or not is_literal_text(rank) or not is_literal_text(current):
-            return True
-        r, c = ads.as_float(classad2.ExprTree(rank).eval()), ads.as_float(classad2.ExprTree(current).eval())
-        return r is None or c is None or r > c
+        return _rank_possible(v.shape.values.get("rank"), v.shape.values.get("currentrank"))
 
     @staticmethod
     def rank_prefers(c: Candidate, request: classad2.ClassAd) -> bool:
@@ -125,3 +120,14 @@ class Preemption:
 
 
 __all__ = ["NO_PREEMPTION", "PRIO_PREEMPTION", "RANK_PREEMPTION", "Preemption", "PreemptionConfig", "Verdict"]
+
+
+@functools.lru_cache(maxsize=1024)
+def _rank_possible(rank: str | None, current: str | None) -> bool:
+    # By the two texts: every claimed slot asks, each cycle, and a pool has few of them.
+    if rank is None:
+        return False   # no Rank: undefined > CurrentRank is never true
+    if current is None or not is_literal_text(rank) or not is_literal_text(current):
+        return True
+    r, c = ads.as_float(classad2.ExprTree(rank).eval()), ads.as_float(classad2.ExprTree(current).eval())
+    return r is None or c is None or r > c
