@@ -75,6 +75,15 @@ def log_problems(state_dir: Path, show: int = 3) -> dict[str, tuple[int, list[st
     return out
 
 
+def log_problem_lines(problems: dict[str, tuple[int, list[str]]], indent: str = "  ") -> list[str]:
+    """log_problems' findings as lines to print: each log's count, then its first lines."""
+    out = []
+    for name, (n, first) in problems.items():
+        out.append(f"{indent}{name}: {n} line(s)")
+        out.extend(f"{indent}  {line[:200]}" for line in first)
+    return out
+
+
 # ---- timing helpers ---------------------------------------------------------------------
 async def time_calls(n: int, fn: Callable[[], Any], check: Callable[[Any], None] | None = None) -> list[float]:
     """Wall milliseconds of `n` sequential awaits of fn()."""

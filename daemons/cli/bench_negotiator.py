@@ -55,7 +55,8 @@ from typing import Any, Callable
 
 import grpc
 
-from daemons.cli.bench import BenchFailed, KEEP_ENV, cpu_seconds, log_problems, peak_rss_mb, status_page
+from daemons.cli.bench import (BenchFailed, KEEP_ENV, cpu_seconds, log_problem_lines, log_problems, peak_rss_mb,
+                               status_page)
 from daemons.cli.procs import pss_mb
 from daemons.cli.client import PoolClient, wait_for
 from daemons.cli.pool import LocalPool, PoolError, StartdSpec
@@ -473,10 +474,8 @@ def bench_negotiator(args: argparse.Namespace) -> int:
             problems = _problems(state)
         if problems:
             emit("    warnings and errors in the daemons' logs:")
-            for name, (n, first) in problems.items():
-                emit(f"      {name}: {n} line(s)")
-                for line in first:
-                    emit(f"        {line[:200]}")
+            for line in log_problem_lines(problems, indent="      "):
+                emit(line)
             row["log_problems"] = {name: n for name, (n, _) in problems.items()}
         if "error" not in row:
             emit(f"    cycle {row['cycle']}: {row['cycle_s']:.3f} s wall, {row['negotiator_cpu_s']:.3f} s negotiator "

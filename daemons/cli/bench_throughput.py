@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from daemons.cli import lagreport
-from daemons.cli.bench import (KEEP_ENV, BenchFailed, daemon_cpu, log_problems, peak_rss_mb, pool_time,
-                               status_page, time_calls)
+from daemons.cli.bench import (KEEP_ENV, BenchFailed, daemon_cpu, log_problem_lines, log_problems, peak_rss_mb,
+                               pool_time, status_page, time_calls)
 from daemons.cli.client import PoolClient, wait_for
 from daemons.cli.pool import LocalPool, PoolError
 from daemons.cli.profiling import Profiler, ProfilerMissing
@@ -391,10 +391,8 @@ def bench_throughput(args: argparse.Namespace) -> int:
             shutil.rmtree(state, ignore_errors=True)
     if problems:
         emit("warnings and errors in the daemons' logs:")
-        for name, (n, first) in problems.items():
-            emit(f"  {name}: {n} line(s)")
-            for line in first:
-                emit(f"    {line[:200]}")
+        for line in log_problem_lines(problems):
+            emit(line)
     if failure or result is None:
         print(f"htcpool bench throughput: FAILED: {failure or 'no result'}", file=sys.stderr)
         if not keep:
