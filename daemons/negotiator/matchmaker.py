@@ -154,42 +154,44 @@ class Matchmaker:
                 continue
             named.append((name, v, claim_id, user))
         named.sort(key=lambda t: t[0])
-        candidates = []
+        # Instance attributes some slot or policy expression looks at must count this cycle.
+        referenced: set[str] = set()
+        for text in (policy.pre_job_rank, policy.post_job_rank, pre.cfg.requirements, pre.cfg.rank):
+            if text:
+                referenced |= mm.refs.machine_side(text)
+        slot_refs: set[str] = set()
+        for machine_refs in {v.machine_refs for _, v, _, _ in named}:
+            slot_refs |= machine_refs
+        referenced |= slot_refs
+        mm.instance_attrs = frozenset(INSTANCE_ATTRS - referenced)
+        mm._positions = referenced_positions(mm.instance_attrs)
+        mm._match_positions = referenced_positions(frozenset(INSTANCE_ATTRS - slot_refs))
         attrs_of: dict[str, dict[str, Any]] = {}
-        for i, (n, v, c, user) in enumerate(named):
+
+        def candidate(i: int, n: str, v: SlotView, c: str, user: str) -> Candidate:
             cp, claims_left = claim_policy(v) if not user else ((), 1)
             extra = None
             if user and remote_attrs is not None:
                 extra = attrs_of.get(user)
                 if extra is None:
                     extra = attrs_of[user] = remote_attrs(user)
-            candidates.append(Candidate(n, v, c, i, cp, claims_left if cp else 1, now, user, extra))
-        # Instance attributes some slot or policy expression looks at must count this cycle.
-        referenced: set[str] = set()
-        for text in (policy.pre_job_rank, policy.post_job_rank, pre.cfg.requirements, pre.cfg.rank):
-            if text:
-                referenced |= mm.refs.machine_side(text)
-        for machine_refs in {c.view.machine_refs for c in candidates}:
-            referenced |= machine_refs
-        mm.instance_attrs = frozenset(INSTANCE_ATTRS - referenced)
-        mm._positions = referenced_positions(mm.instance_attrs)
-        slot_refs: set[str] = set()
-        for machine_refs in {c.view.machine_refs for c in candidates}:
-            slot_refs |= machine_refs
-        mm._match_positions = referenced_positions(frozenset(INSTANCE_ATTRS - slot_refs))
+            return Candidate(n, v, c, i, cp, claims_left if cp else 1, now, user, extra)
+
         by_key: dict[tuple, Group] = {}
         passive: dict[tuple, _Passive] = {}
-        for c in candidates:
-            key = c.view.key(mm._positions)
-            if c.claimed and not (pre.prio_possible or pre.rank_possible(c.view)):
+        for i, (n, v, claim_id, user) in enumerate(named):
+            key = v.key(mm._positions)
+            if user and not (pre.prio_possible or pre.rank_possible(v)):
+                # Most of a busy pool: only the first of a kind is looked at, for a rejection's reason.
                 p = passive.get(key)
                 if p is None:
-                    passive[key] = _Passive(c, {c.remote_user})
+                    passive[key] = _Passive(candidate(i, n, v, claim_id, user), {user})
                 else:
-                    p.users.add(c.remote_user)
+                    p.users.add(user)
                     p.count += 1
                 continue
-            key = c.group_key = key + (("claimed", c.remote_user),) if c.claimed else key
+            c = candidate(i, n, v, claim_id, user)
+            key = c.group_key = key + (("claimed", user),) if user else key
             g = by_key.get(key)
             if g is None:
                 by_key[key] = Group([c])

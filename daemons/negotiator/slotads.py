@@ -145,8 +145,7 @@ class SlotView:
             try:
                 i = self.names.index(name)
             except ValueError:
-                low = name.lower()
-                i = next((j for j, n in enumerate(self.names) if n.lower() == low), -1)
+                i = _lower_index(self.names).get(name.lower(), -1)
             if i < 0:
                 return default if self._ad is None or name not in self._ad else ads.get(self._ad, name, default)
             got = _literal_value(self.values[i])
@@ -179,6 +178,22 @@ class SlotView:
 _MISSING = object()
 _NOT_IN_SHAPE = object()
 _EVALUATE = object()
+# Instance attribute names (as a view holds them) -> lower-cased name -> first position: an
+# attribute asked for in another spelling, or missing (a dynamic slot's PartitionableSlot,
+# asked of every claimed slot every cycle), costs a look-up, not a scan.
+_LOWER_INDEX: dict[tuple[str, ...], dict[str, int]] = {}
+_LOWER_INDEX_KEEP = 4096
+
+
+def _lower_index(names: tuple[str, ...]) -> dict[str, int]:
+    index = _LOWER_INDEX.get(names)
+    if index is None:
+        if len(_LOWER_INDEX) >= _LOWER_INDEX_KEEP:
+            _LOWER_INDEX.clear()
+        index = _LOWER_INDEX[names] = {}
+        for j, n in enumerate(names):
+            index.setdefault(n.lower(), j)
+    return index
 
 
 def _literal_value(text: str) -> Any:
