@@ -95,7 +95,8 @@ class Shape:
 class SlotView:
     """One slot ad of a cycle: its text, its shape, its instance attributes, its ad when needed."""
 
-    __slots__ = ("text", "_ad", "_parse", "shape", "names", "values", "machine_refs", "sig_key", "_dependent")
+    __slots__ = ("text", "_ad", "_parse", "shape", "names", "values", "machine_refs", "sig_key", "_dependent",
+                 "_index")
 
     def __init__(self, text: str, ad: classad2.ClassAd | None, parse: Callable[[str], classad2.ClassAd] | None,
                  shape: Shape, names: tuple[str, ...], values: tuple[str, ...], machine_refs: frozenset[str],
@@ -112,6 +113,7 @@ class SlotView:
         self.sig_key: Hashable = (shape.id, names, instance_exprs)
         self._dependent = shape.dependent if machine_refs is shape.machine_refs else \
             bool(machine_refs & INSTANCE_ATTRS)
+        self._index: dict[str, int] | None = None   # lower-cased instance name -> position, when first asked
 
     @property
     def ad(self) -> classad2.ClassAd:
@@ -142,10 +144,10 @@ class SlotView:
             t = shape.values.get(name.lower())
             got = shape.got[name] = _NOT_IN_SHAPE if t is None else _literal_value(t)
         if got is _NOT_IN_SHAPE:
-            try:
-                i = self.names.index(name)
-            except ValueError:
-                i = _lower_index(self.names).get(name.lower(), -1)
+            index = self._index
+            if index is None:
+                index = self._index = _lower_index(self.names)
+            i = index.get(name.lower(), -1)
             if i < 0:
                 return default if self._ad is None or name not in self._ad else ads.get(self._ad, name, default)
             got = _literal_value(self.values[i])
