@@ -1,111 +1,18 @@
 """`htcpool bench NAME`: performance figures of local pools of real processes.
 
-This module holds what the benches share (process figures from /proc, status pages,
-log problems, timing) and the table of benches; each bench is a module of its own
-(bench_throughput, bench_negotiator, bench_scale, ...), loaded when it runs. Set
-HTCPOOL_BENCH_KEEP=1 to keep a bench's state directory (logs, job queue log, history)
-for inspection.
+The table of benches (BENCHES); each bench is a module of its own (bench_throughput,
+bench_negotiator, bench_scale, ...), loaded when it runs, and what they share is in
+daemons/cli/benchkit.py. `autocluster` is here: it measures the schedd's
+autoclustering in this process, with no pool.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
-import urllib.request
-from pathlib import Path
-from typing import Any, Callable
-
-from daemons.cli.pool import LocalPool, PoolError  # noqa: F401 (the benches' import)
-from daemons.cli.procs import peak_rss_mb  # noqa: F401 (the benches' import)
-
-KEEP_ENV = "HTCPOOL_BENCH_KEEP"
-
-
-# ---- process figures from /proc ------------------------------------------------------
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU time of a live process."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-        fields = text[text.rindex(")") + 2:].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def daemon_cpu(pool: LocalPool) -> dict[str, float]:
-    out = {}
-    for key, d in pool.daemons.items():
-        t = cpu_seconds(d.pid)
-        if t is not None:
-            out[key] = t
-    return out
-
-
-def status_page(url: str, path: str = "/status", read: Callable[[bytes], Any] = json.loads) -> Any:
-    """A daemon's status page (`path` of its status server) read by `read`; {} if it
-    cannot be had."""
-    if not url:
-        return {}
-    try:
-        with urllib.request.urlopen(f"{url}{path}", timeout=5.0) as r:
-            return read(r.read())
-    except (OSError, ValueError):
-        return {}
-
-
-def log_problems(state_dir: Path, show: int = 3) -> dict[str, tuple[int, list[str]]]:
-    """file -> (count, first few) of warning, error and traceback lines in the daemons' logs."""
-    out: dict[str, tuple[int, list[str]]] = {}
-    log_dir = state_dir / "log"
-    if not log_dir.is_dir():
-        return out
-    for path in sorted(log_dir.iterdir()):
-        if not path.is_file():
-            continue
-        found = []
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if "WARNING:" in line or "ERROR:" in line or "CRITICAL:" in line or line.startswith("Traceback"):
-                    found.append(line.rstrip())
-        if found:
-            out[path.name] = (len(found), found[:show])
-    return out
-
-
-def log_problem_lines(problems: dict[str, tuple[int, list[str]]], indent: str = "  ") -> list[str]:
-    """log_problems' findings as lines to print: each log's count, then its first lines."""
-    out = []
-    for name, (n, first) in problems.items():
-        out.append(f"{indent}{name}: {n} line(s)")
-        out.extend(f"{indent}  {line[:200]}" for line in first)
-    return out
-
-
-# ---- timing helpers ---------------------------------------------------------------------
-async def time_calls(n: int, fn: Callable[[], Any], check: Callable[[Any], None] | None = None) -> list[float]:
-    """Wall milliseconds of `n` sequential awaits of fn()."""
-    out = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        result = await fn()
-        out.append((time.perf_counter() - t0) * 1000.0)
-        if check is not None:
-            check(result)
-    return out
-
-
-def pool_time(pool: LocalPool, scale: float, wall: float | None = None) -> float:
-    """The pool clock, as every daemon derives it (daemons/core/clock.py)."""
-    w = time.time() if wall is None else wall
-    return pool.epoch + (w - pool.epoch) * scale
-
-
-class BenchFailed(RuntimeError):
-    pass
-
+from typing import Callable
 
 # ---- autocluster ------------------------------------------------------------------------
 # A significant list like a heterogeneous pool's (what the experiment's pool sends).

@@ -55,11 +55,10 @@ from typing import Any, Callable
 
 import grpc
 
-from daemons.cli.bench import (BenchFailed, KEEP_ENV, cpu_seconds, log_problem_lines, log_problems, peak_rss_mb,
-                               status_page)
-from daemons.cli.procs import pss_mb
+from daemons.cli.benchkit import BenchFailed, KEEP_ENV, cpu_seconds, log_problem_lines, log_problems, status_page
 from daemons.cli.client import PoolClient, wait_for
 from daemons.cli.pool import LocalPool, PoolError, StartdSpec
+from daemons.cli.procs import peak_rss_mb, pss_mb
 from daemons.cli.profiling import Profiler
 from daemons.core import ads
 from daemons.core.config import ConfigError

@@ -45,12 +45,13 @@ from typing import Any, Callable
 
 from daemons.cli import lagreport
 from daemons.cli import scale_criteria as sc
-from daemons.cli.bench import BenchFailed, KEEP_ENV, cpu_seconds, log_problems, peak_rss_mb, status_page
+from daemons.cli.benchkit import BenchFailed, KEEP_ENV, cpu_seconds, log_problems, status_page
 from daemons.cli.bench_negotiator import _parse_sizes
 from daemons.cli.client import PoolClient, wait_for
 from daemons.cli.experiments import loading
 from daemons.cli.experiments.cadence_measure import JobRecord
 from daemons.cli.pool import LocalPool, PoolError, StartdSpec
+from daemons.cli.procs import peak_rss_mb
 from daemons.core import ads
 from daemons.core.config import ConfigError
 

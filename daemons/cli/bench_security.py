@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from daemons.cli.bench import KEEP_ENV, time_calls
+from daemons.cli.benchkit import KEEP_ENV, time_calls
 from daemons.cli.client import PoolClient
 from daemons.cli.pool import LocalPool, PoolError
 from daemons.core.config import ConfigError

@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from daemons.cli import lagreport
-from daemons.cli.bench import (KEEP_ENV, BenchFailed, daemon_cpu, log_problem_lines, log_problems, peak_rss_mb,
-                               pool_time, status_page, time_calls)
+from daemons.cli.benchkit import (KEEP_ENV, BenchFailed, daemon_cpu, log_problem_lines, log_problems,
+                                  pool_time, status_page, time_calls)
 from daemons.cli.client import PoolClient, wait_for
 from daemons.cli.pool import LocalPool, PoolError
+from daemons.cli.procs import peak_rss_mb
 from daemons.cli.profiling import Profiler, ProfilerMissing
 from daemons.core import ads
 from daemons.core.config import ConfigError

@@ -1,7 +1,7 @@
 """MAX_PENDING_STARTD_CONTACTS: the schedd claims its matches a few at a time, and all of them."""
 from __future__ import annotations
 
-from daemons.cli.bench import status_page
+from daemons.cli.benchkit import status_page
 
 from .conftest import STATIC, PSLOT, SLEEP, attr, wait_jobs, wait_slots
 

@@ -1,5 +1,5 @@
 """daemons/cli/bench.py: the warnings and errors a bench finds in its pool's logs."""
-from daemons.cli.bench import log_problem_lines, log_problems
+from daemons.cli.benchkit import log_problem_lines, log_problems
 
 
 def test_log_problems_counts_warnings_errors_and_tracebacks_and_prints_the_first(tmp_path):
