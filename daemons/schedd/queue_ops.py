@@ -1,6 +1,7 @@
 """The schedd's queue operations: remove, hold, release, edit, and queries."""
 from __future__ import annotations
 
+import itertools
 import time
 from typing import Iterator
 
@@ -9,6 +10,7 @@ from daemons.core.security.levels import DAEMON
 from daemons.pb.htcpool import schedd_pb2
 from daemons.schedd import scheduling
 from daemons.schedd.claims import _quote
+from daemons.schedd.history import SEQ_ATTR
 from daemons.schedd.jobqueue import Job
 from daemons.schedd.owners import Caller, may_act
 from daemons.schedd.scheduling import ScheddClaim
@@ -207,11 +209,24 @@ class QueueOpsMixin:
 
     def _history_texts(self, tree, projection, private, check) -> Iterator[str]:
         now = self.clock.now()
-        for line in self.history.lines():
+        # A completed job leaves the queue when its transaction is applied, and its record
+        # reaches the history file once that transaction is on disk. The history answers
+        # with those waiting records too, so a query of the queue and then of the history
+        # never misses a job completing between them (HTCondor's schedd writes the history
+        # and destroys the job in one step). Records appended while this reads are the
+        # waiting ones: the file is read up to the record it ended with when the query began.
+        last = self.history.last_seq()
+        waiting = [r.text for r in sorted(self.queue.retired, key=lambda r: r.seq) if r.seq > last]
+        lines = itertools.chain(((line, True) for line in self.history.lines()), ((t, False) for t in waiting))
+        for line, in_file in lines:
             try:
                 ad = ads.parse_ad(line)
             except ads.AdError:
                 continue
+            if in_file:
+                seq = ads.get(ad, SEQ_ATTR)
+                if isinstance(seq, int) and seq > last:
+                    continue   # appended meanwhile: among the waiting records
             if not private:
                 ad = ads.without_private(ad)
             if tree is not None:
