@@ -25,6 +25,13 @@ import grpc
 from daemons.pb.htcpool import startd_pb2, startd_pb2_grpc
 
 MAX_BATCH = 200          # claims (activations) in one call; the startd refuses more than 1000
+# A burst is cut finer than MAX_BATCH while it is small: the startd answers the first
+# claims while the schedd is still sending the rest, and the schedd activates those while
+# the startd claims the next ones, so the schedd's and the startd's work on a cycle's
+# matches overlap instead of taking turns (a burst of 100 claims in one call: the first
+# activation about 250 ms after its match at 10x; in calls of 16, about 90 ms). A large
+# burst still goes in large calls, where the cost of each call matters more.
+PIPELINE_BATCH = 16
 MAX_IN_FLIGHT = 2        # batched calls of one kind to one startd at a time; the rest wait and join
 RPC_TIMEOUT_S = 10.0     # wall seconds for one call, single or batched ...
 PER_ITEM_TIMEOUT_S = 0.02   # ... plus this much per claim in a batch
@@ -32,6 +39,11 @@ PER_ITEM_TIMEOUT_S = 0.02   # ... plus this much per claim in a batch
 
 def batch_timeout_s(n: int) -> float:
     return RPC_TIMEOUT_S + PER_ITEM_TIMEOUT_S * n
+
+
+def batch_size(waiting: int) -> int:
+    """How many of `waiting` queued claims (activations) the next call takes."""
+    return min(MAX_BATCH, max(PIPELINE_BATCH, waiting // 8))
 
 
 @dataclass
@@ -130,8 +142,9 @@ class StartdCalls:
             return
         q.scheduled = False
         while q.waiting and q.in_flight < MAX_IN_FLIGHT:
-            items = [(r, f) for r, f in q.waiting[:MAX_BATCH] if not f.done()]
-            del q.waiting[:MAX_BATCH]
+            n = batch_size(len(q.waiting))
+            items = [(r, f) for r, f in q.waiting[:n] if not f.done()]
+            del q.waiting[:n]
             if not items:
                 continue
             q.in_flight += 1

@@ -221,6 +221,11 @@ def slot_ad_text(machine: "Machine", s: "Slot", now: float, forecast: dict[str, 
     return _text(*_parts(machine, s, now, False, forecast))
 
 
+def slot_eval_text(machine: "Machine", s: "Slot", now: float) -> str:
+    """ads.ad_text(slot_ad(..., for_eval=True)), the static part printed once for its shape."""
+    return _text(*_parts(machine, s, now, True, None))
+
+
 def slot_ad_and_text(machine: "Machine", s: "Slot", now: float) -> tuple[dict[str, Any], str]:
     """slot_ad and slot_ad_text from one build."""
     static, a, late = _parts(machine, s, now, False, None)

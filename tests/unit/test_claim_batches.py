@@ -93,12 +93,46 @@ async def test_activations_are_batched_apart_from_claims():
 async def test_a_large_burst_is_cut_into_bounded_calls_in_order():
     stub = _Stub()
     calls = _calls(stub)
-    n = claim_batches.MAX_BATCH * 2 + 5
+    n = claim_batches.MAX_BATCH * 8 * 2 + 5
     ids = [f"c{i}" for i in range(n)]
     replies = await asyncio.gather(*(calls.request_claim("startd:1", _claim(i)) for i in ids))
-    assert [len(c[1]) for c in stub.calls] == [claim_batches.MAX_BATCH, claim_batches.MAX_BATCH, 5]
+    sizes = [len(c[1]) for c in stub.calls]
+    # Full calls while the backlog is deep, smaller ones as it drains, never past MAX_BATCH.
+    assert sizes[:2] == [claim_batches.MAX_BATCH] * 2
+    assert max(sizes) == claim_batches.MAX_BATCH and sizes[-1] <= claim_batches.PIPELINE_BATCH
+    assert sizes == sorted(sizes, reverse=True)
     assert [i for c in stub.calls for i in c[1]] == ids
     assert [r.claim_id for r in replies] == [f"granted-{i}" for i in ids]
+
+
+async def test_a_small_burst_goes_in_pipelined_calls():
+    """A cycle's hundred matches to one startd: the first claims go in a small call, so the
+    startd answers them while the rest are still on their way."""
+    hold = asyncio.Event()
+    stub = _Stub(hold=hold)
+    calls = _calls(stub)
+    ids = [f"c{i}" for i in range(100)]
+    pending = [asyncio.ensure_future(calls.request_claim("startd:1", _claim(i))) for i in ids]
+    async with asyncio.timeout(5):
+        while len(stub.calls) < 2:
+            await asyncio.sleep(0)
+    for _ in range(20):   # and no third call goes while those two are held
+        await asyncio.sleep(0)
+    # Two calls are out (MAX_IN_FLIGHT), each of PIPELINE_BATCH claims; the rest wait.
+    assert [c[1] for c in stub.calls] == [ids[:claim_batches.PIPELINE_BATCH],
+                                         ids[claim_batches.PIPELINE_BATCH:2 * claim_batches.PIPELINE_BATCH]]
+    hold.set()
+    replies = await asyncio.gather(*pending)
+    assert [i for c in stub.calls for i in c[1]] == ids
+    assert all(len(c[1]) <= claim_batches.PIPELINE_BATCH for c in stub.calls)
+    assert [r.claim_id for r in replies] == [f"granted-{i}" for i in ids]
+
+
+def test_batch_size_bounds():
+    assert claim_batches.batch_size(1) == claim_batches.PIPELINE_BATCH
+    assert claim_batches.batch_size(100) == claim_batches.PIPELINE_BATCH
+    assert claim_batches.batch_size(800) == 100
+    assert claim_batches.batch_size(100_000) == claim_batches.MAX_BATCH
 
 
 async def test_claims_asked_for_while_calls_are_in_flight_wait_and_join_one_call():
