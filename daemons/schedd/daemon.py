@@ -393,9 +393,7 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
 
     def metrics(self) -> dict[str, Any]:
         m = super().metrics()
-        by_status: dict[int, int] = defaultdict(int)
-        for j in self.queue.jobs.values():
-            by_status[j.status] += 1
+        by_status = self.queue.jobs_by_status()
         m.update({"jobs": {(("status", str(k)),): float(v) for k, v in by_status.items()},
                   "claims": float(len(self.claims)),
                   "txlog_fsyncs_total": float(self.txlog.fsyncs),

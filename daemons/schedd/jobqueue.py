@@ -50,6 +50,9 @@ class JobQueue:
         self.by_submitter: dict[str, dict[tuple[int, int], Job]] = {}
         # submitter -> counts for its ad, kept by every change instead of by rescans
         self.counts: dict[str, dict[str, int]] = {}
+        # JobStatus -> jobs, of the jobs counted in `counts` (those with a submitter): what a
+        # metrics scrape reads instead of walking the queue.
+        self.status_counts: dict[int, int] = {}
         # submitter -> its idle jobs' order keys, sorted, and key -> job: the order in which
         # they are offered to the negotiator and to a claim, kept by every change (a claim of a
         # partitionable slot's leftover used to scan and sort all of a submitter's jobs).
@@ -144,6 +147,7 @@ class JobQueue:
         if c is None:
             return
         submitter, status, cpus = c
+        self.status_counts[status] = self.status_counts.get(status, 0) + sign
         k = self.counts.setdefault(submitter, {"idle": 0, "running": 0, "held": 0, "weighted_idle": 0,
                                                "weighted_running": 0, "jobs": 0})
         k["jobs"] += sign
@@ -564,6 +568,17 @@ class JobQueue:
         return out
 
     # ---- queries --------------------------------------------------------------
+    def jobs_by_status(self) -> dict[int, int]:
+        """JobStatus -> how many jobs have it (statuses no job has left out)."""
+        counted = {k: v for k, v in self.status_counts.items() if v}
+        if sum(counted.values()) == len(self.jobs):
+            return counted
+        # Some job has no submitter yet (no Owner): count them all the long way.
+        out: dict[int, int] = {}
+        for j in self.jobs.values():
+            out[j.status] = out.get(j.status, 0) + 1
+        return out
+
     def by_status(self, status: int) -> Iterator[Job]:
         return (j for j in self.jobs.values() if j.status == status)
 

@@ -25,6 +25,13 @@ def recount(q: JobQueue) -> dict[str, dict[str, int]]:
     return out
 
 
+def status_recount(q: JobQueue) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for j in q.jobs.values():
+        out[j.status] = out.get(j.status, 0) + 1
+    return out
+
+
 def test_incremental_counts_equal_a_recount_under_random_changes():
     rng = random.Random(7)
     q = JobQueue("example.org")
@@ -51,6 +58,17 @@ def test_incremental_counts_equal_a_recount_under_random_changes():
             q.apply([txlog.op_destroy(key)])
         if step % 100 == 0:
             assert q.counts_by_submitter() == recount(q)
+            assert q.jobs_by_status() == status_recount(q)
+            # Every job has an Owner here: the counts kept answer, not a walk.
+            assert {k: v for k, v in q.status_counts.items() if v} == status_recount(q)
     assert q.counts_by_submitter() == recount(q)
+    assert q.jobs_by_status() == status_recount(q)
     assert {s: sorted(j.id for j in q.jobs_of(s)) for s in q.by_submitter} == \
         {s: sorted(j.id for j in q.jobs.values() if j.submitter == s) for s in {j.submitter for j in q.jobs.values()}}
+
+
+def test_status_counts_include_a_job_without_a_submitter():
+    q = JobQueue("example.org")
+    q.apply([txlog.op_new("1.0"), txlog.op_set("1.0", "Owner", '"u"'), txlog.op_set("1.0", "JobStatus", "2")])
+    q.apply([txlog.op_new("1.1"), txlog.op_set("1.1", "JobStatus", "1")])   # no Owner: no submitter
+    assert q.jobs_by_status() == status_recount(q) == {2: 1, 1: 1}
