@@ -153,7 +153,7 @@ def plot(summary: dict[str, Any], path: Path) -> Path:
     right.set_yscale("log")
     right.set_xlabel("pool size (slots)")
     right.set_ylabel("CPU s per pool hour")
-    right.set_title("cost against pool size (at the fastest faithful scale, else the lowest tried)", fontsize=10)
+    right.set_title("cost against pool size\n(at the fastest faithful scale, else the lowest tried)", fontsize=10)
     if total:
         right.legend(fontsize=8)
     fig.tight_layout()
