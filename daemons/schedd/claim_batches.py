@@ -29,7 +29,7 @@ MAX_BATCH = 200          # claims (activations) in one call; the startd refuses 
 # claims while the schedd is still sending the rest, and the schedd activates those while
 # the startd claims the next ones, so the schedd's and the startd's work on a cycle's
 # matches overlap instead of taking turns (a burst of 100 claims in one call: the first
-# activation about 250 ms after its match at 10x; in calls of 16, about 90 ms). A large
+# activations 170 - 300 ms after the first match at 10x; in calls of 16, 70 - 140 ms). A large
 # burst still goes in large calls, where the cost of each call matters more.
 PIPELINE_BATCH = 16
 MAX_IN_FLIGHT = 2        # batched calls of one kind to one startd at a time; the rest wait and join

@@ -216,14 +216,10 @@ def slot_ad(machine: "Machine", s: "Slot", now: float, *, for_eval: bool = False
     return _merged(*_parts(machine, s, now, for_eval, forecast))
 
 
-def slot_ad_text(machine: "Machine", s: "Slot", now: float, forecast: dict[str, int] | None = None) -> str:
+def slot_ad_text(machine: "Machine", s: "Slot", now: float, forecast: dict[str, int] | None = None, *,
+                 for_eval: bool = False) -> str:
     """ads.ad_text(slot_ad(...)), with the static part's items printed once for its shape."""
-    return _text(*_parts(machine, s, now, False, forecast))
-
-
-def slot_eval_text(machine: "Machine", s: "Slot", now: float) -> str:
-    """ads.ad_text(slot_ad(..., for_eval=True)), the static part printed once for its shape."""
-    return _text(*_parts(machine, s, now, True, None))
+    return _text(*_parts(machine, s, now, for_eval, forecast))
 
 
 def slot_ad_and_text(machine: "Machine", s: "Slot", now: float) -> tuple[dict[str, Any], str]:

@@ -42,7 +42,7 @@ from daemons.core import ads
 from daemons.startd import jobads, policy, sizing
 from daemons.startd.config import STANDARD, Resources, SlotTypeSpec, StartdConfig
 from daemons.startd.evalads import EvalAds
-from daemons.startd.slotad import slot_ad, slot_ad_and_text, slot_ad_text, slot_eval_text, within_resource_limits
+from daemons.startd.slotad import slot_ad, slot_ad_and_text, slot_ad_text, within_resource_limits
 
 if TYPE_CHECKING:
     from daemons.startd.drain import DrainState
@@ -309,7 +309,7 @@ class Machine:
         if s.kind is not SlotKind.PARTITIONABLE:
             # Claimed once, activated once or a few times: only a partitionable slot, claimed
             # again for each leftover, gains from keeping its parsed ad.
-            return classad2.ClassAd(slot_eval_text(self, s, now))
+            return classad2.ClassAd(slot_ad_text(self, s, now, for_eval=True))
         return self.eval_ads.get((self.host, s.short_name), self.slot_ad(s, now, for_eval=True))
 
     def evaluate(self, expr: str, s: Slot, job_ad: classad2.ClassAd | None, now: float) -> Any:
