@@ -269,7 +269,6 @@ async def _run_size(slots: int, args: argparse.Namespace, state: Path, emit: Cal
                 profiler = Profiler(Path(args.profile) / str(real_slots), pids)
                 await asyncio.to_thread(profiler.start)
             cpu0 = {k: cpu_seconds(p) for k, p in pids.items()}
-            wall0 = time.monotonic()
             cycle = await c.reschedule()
 
             async def measured():
@@ -279,7 +278,9 @@ async def _run_size(slots: int, args: argparse.Namespace, state: Path, emit: Cal
             # Polled gently: each poll is work for the negotiator while it is being measured.
             rec = await wait_for(measured, timeout_s=max(CYCLE_TIMEOUT_MIN_S, slots / 100), interval_s=0.5,
                                  what=f"negotiation cycle {cycle}")
-            waited = time.monotonic() - wall0
+            # From the negotiator's own clock: the Reschedule's arrival to the cycle's start,
+            # and the cycle. The bench's polling (every 0.5 s) would add up to half a second.
+            waited = rec.reschedule_wait + rec.wall_duration
             cpu1 = {k: cpu_seconds(p) for k, p in pids.items()}
             if profiler is not None:
                 emit(f"    profiles of the cycle (py-spy, {profiler.out_dir}):")

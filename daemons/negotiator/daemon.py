@@ -36,12 +36,12 @@ from daemons.core.rpc import describe
 from daemons.negotiator.accountant import Accountant
 from daemons.negotiator.accounting import account
 from daemons.negotiator.config import NegotiatorConfig
-from daemons.negotiator.cycle import ERROR, Cycle, Session, Submitter
+from daemons.negotiator.cycle import ERROR, RESUME, Cycle, Session, Submitter
 from daemons.negotiator.matchmaker import Matchmaker, SlotCache
 from daemons.negotiator.preemption import Preemption
 from daemons.negotiator.significant import SignificantAttributes
 from daemons.negotiator.streams import prefetch as prefetch_requests
-from daemons.negotiator.streams import Outgoing, ScheddError, ScheddStream, ended_call_error
+from daemons.negotiator.streams import Outgoing, ScheddError, ScheddStream, requests_of
 from daemons.pb.htcpool import negotiator_pb2_grpc, schedd_pb2, schedd_pb2_grpc
 
 __all__ = ["CycleRecord", "NegotiatorConfig", "NegotiatorDaemon"]
@@ -75,6 +75,8 @@ class CycleRecord:
     preemptions: int = 0       # matches that preempt a claim
     failed: list[str] = field(default_factory=list)   # submitters whose session failed (and why)
     prefetched: int = 0        # submitters whose first requests came in the prefetch
+    reschedule_wait: float = 0.0   # wall s from the Reschedule that called the cycle to its start
+    prefetched_resumed: int = 0    # later sessions begun with requests asked for as the previous one ended
 
 
 class _Phases:
@@ -116,6 +118,8 @@ class NegotiatorDaemon(Daemon):
         self._cycle_autoclusters: set[object] = set()   # autocluster ids of this cycle's request ads
         self._preemption = Preemption(cfg.preemption)
         self._streams: dict[str, ScheddStream] = {}     # this cycle's Negotiate streams, by schedd address
+        self._rec: CycleRecord | None = None             # the cycle under way, for failures reported late
+        self._rescheduled_at: float | None = None        # perf_counter() of a Reschedule not yet served
         self._closing: list[asyncio.Future] = []
         # (submitter, schedd address) -> its first ResourceRequests, prefetched this cycle
         self._prefetched: dict[tuple[str, str], Any] = {}
@@ -181,6 +185,8 @@ class NegotiatorDaemon(Daemon):
         await self._save_accountant()
 
     def reschedule(self) -> int:
+        if self._rescheduled_at is None:
+            self._rescheduled_at = time.perf_counter()
         self._reschedule.set()
         return self.cycle_count + 1
 
@@ -218,6 +224,9 @@ class NegotiatorDaemon(Daemon):
         self.cycle_count += 1
         rec = CycleRecord(self.cycle_count, self.clock.now(), rescheduled=rescheduled)
         wall0, cpu0 = time.perf_counter(), time.process_time()
+        if self._rescheduled_at is not None:
+            rec.reschedule_wait = max(0.0, wall0 - self._rescheduled_at)
+            self._rescheduled_at = None
         self._cycle_autoclusters = set()
         log = self.log
         log.info("---------- Started Negotiation Cycle ----------")
@@ -289,6 +298,7 @@ class NegotiatorDaemon(Daemon):
         rec.slot_groups = len(mm.groups)
         phase("group")
         try:
+            self._rec = rec
             if self.cfg.prefetch_requests:
                 await self._prefetch(cycle, rec)
             phase("prefetch")
@@ -296,6 +306,7 @@ class NegotiatorDaemon(Daemon):
         finally:
             self._prefetched = {}
             await self._close_streams()
+            self._rec = None
             self.last_limits, self.last_quotas = cycle.last_limits, cycle.last_quotas
             c = cycle.counts
             rec.matches, rec.rejections, rec.requests, rec.considered = c.matches, c.rejections, c.requests, \
@@ -354,14 +365,28 @@ class NegotiatorDaemon(Daemon):
         stream is reused while less than a quarter of NEGOTIATOR_TIMEOUT has passed since it
         opened, so a session always has most of the timeout ahead of it."""
         s = self._streams.get(address)
-        if s is not None and time.monotonic() - s.opened < self.cfg.timeout_s / 4:
+        if s is not None and s.failed is None and time.monotonic() - s.opened < self.cfg.timeout_s / 4:
             return s
         if s is not None:
             self._streams.pop(address)
-            self._closing.append(asyncio.ensure_future(s.close()))
+            if s.failed is not None:
+                s.abort()
+            else:
+                self._closing.append(asyncio.ensure_future(s.close()))
         stub = schedd_pb2_grpc.ScheddStub(self.channels.get(address))
-        s = self._streams[address] = ScheddStream(stub.Negotiate(timeout=self.cfg.timeout_s), time.monotonic())
+        s = self._streams[address] = ScheddStream(
+            stub.Negotiate(timeout=self.cfg.timeout_s), time.monotonic(),
+            on_write_failed=lambda st, owner, e: self._write_failed(address, st, owner, e))
         return s
+
+    def _write_failed(self, address: str, stream: ScheddStream, owner: str, e: BaseException) -> None:
+        """A session's message could not be written after the session had ended (its last
+        outcomes go out while the next session is served): that session failed, and the
+        stream is no one's next."""
+        if self._streams.get(address) is stream:
+            self._streams.pop(address)
+        if self._rec is not None:
+            self._report_failure(owner, address, self._rec, e)
 
     async def _close_streams(self) -> None:
         streams, self._streams = list(self._streams.values()), {}
@@ -371,7 +396,7 @@ class NegotiatorDaemon(Daemon):
             for f in self._closing:
                 f.cancel()
             for st in streams:
-                st.call.cancel()
+                st.abort()
             self._closing = []
             return
         closing, self._closing = self._closing + [asyncio.ensure_future(st.close()) for st in streams], []
@@ -398,7 +423,7 @@ class NegotiatorDaemon(Daemon):
                 stream = self._stream(address)
             except Exception:   # a malformed address: its sessions fail as they always have
                 return
-            got, err = await prefetch_requests(stream.call, [self._start(n, rec, prefetch=True) for n in names],
+            got, err = await prefetch_requests(stream, [self._start(n, rec, prefetch=True) for n in names],
                                               self.cfg.request_list_size, self.cfg.prefetch_max_time_s)
             for name, batch in got.items():
                 self._prefetched[(name, address)] = batch
@@ -408,7 +433,7 @@ class NegotiatorDaemon(Daemon):
                                  "negotiate without", address, len(got), len(names), why)
                 if self._streams.get(address) is stream:
                     self._streams.pop(address)
-                stream.call.cancel()
+                stream.abort()
 
         self.log.info("Starting prefetch round; %d potential prefetches to do.",
                       sum(len(n) for n in by_address.values()))
@@ -423,34 +448,43 @@ class NegotiatorDaemon(Daemon):
             stream = self._stream(session.address)
         except Exception as e:   # a malformed address
             return self._failed(session, rec, e)
-        call = stream.call
         out = Outgoing(self.log)
+        owner = session.name
         batch = self._prefetched.pop((session.name, session.address), None)
-        if batch is not None and not batch.requests:
-            session.no_more()    # the prefetch found no idle job: nothing to ask the schedd
-            return session.result()
         # Where the session's wall time goes (the cycle record's "session_*" figures): writing
         # to the stream, waiting for the schedd's requests, and matching them.
         spent = rec.phases
         clock = time.perf_counter
         try:
             t = clock()
-            await call.write(self._start(session.name, rec, prefetched=len(batch.requests) if batch else 0))
+            if isinstance(batch, asyncio.Future):
+                # Asked for as this submitter's last session ended (below): usually here already.
+                # If that stream broke meanwhile, the session starts afresh on another.
+                try:
+                    batch = requests_of(await batch, "")
+                    rec.prefetched_resumed += 1
+                except Exception:
+                    batch = None
+                    stream = self._stream(session.address)
+                t1 = clock()
+                spent["session_read"] = spent.get("session_read", 0.0) + t1 - t
+                t = t1
+            if batch is not None and not batch.requests:
+                session.no_more()    # the prefetch found no idle job: nothing to ask the schedd
+                return session.result()
+            stream.send(self._start(session.name, rec, prefetched=len(batch.requests) if batch else 0), owner)
             while not session.stopped:
                 if batch is None:
                     # What the last batch decided goes first: the schedd then leaves the
                     # rejected autoclusters out of the next batch.
-                    await out.flush(call, session)
-                    await call.write(schedd_pb2.NegotiatorMessage(
-                        send_requests=schedd_pb2.SendRequests(max_requests=self.cfg.request_list_size)))
+                    out.flush(stream, session)
+                    answer = stream.ask(schedd_pb2.NegotiatorMessage(
+                        send_requests=schedd_pb2.SendRequests(max_requests=self.cfg.request_list_size)), owner)
                     t1 = clock()
                     spent["session_write"] = spent.get("session_write", 0.0) + t1 - t
-                    reply = await call.read()
+                    batch = requests_of(await answer, "the schedd ended the negotiation without sending its requests")
                     t = clock()
                     spent["session_read"] = spent.get("session_read", 0.0) + t - t1
-                    if reply is grpc.aio.EOF or reply.WhichOneof("msg") != "requests":
-                        raise ScheddError("the schedd ended the negotiation without sending its requests")
-                    batch = reply.requests
                 else:
                     t1 = clock()
                     spent["session_write"] = spent.get("session_write", 0.0) + t1 - t
@@ -468,35 +502,45 @@ class NegotiatorDaemon(Daemon):
                         session.no_more()
                     break
                 batch = None
-            await out.flush(call, session)
+            out.flush(stream, session)
+            result = session.result()
+            if result == RESUME and self.cfg.prefetch_requests and stream.failed is None:
+                # The submitter stopped at its limit and may be offered more in the next spin
+                # of the pie: its next requests are asked for now, behind this session's
+                # outcomes, so that session finds them here instead of waiting a round trip.
+                stream.send(self._start(session.name, rec, prefetch=True), owner)
+                self._prefetched[(session.name, session.address)] = stream.ask(schedd_pb2.NegotiatorMessage(
+                    send_requests=schedd_pb2.SendRequests(max_requests=self.cfg.request_list_size)), owner)
             spent["session_write"] = spent.get("session_write", 0.0) + clock() - t
+            return result
         except asyncio.CancelledError:
             raise
         except Exception as e:
             # A broken stream is no one's next session: the next submitter of that schedd opens another.
             if self._streams.get(session.address) is stream:
                 self._streams.pop(session.address)
-            try:
-                if not call.done():
-                    await out.flush(call, session)   # decided matches reach the schedd if they still can
-            except Exception:
-                pass
+            if stream.failed is None:
+                # Serving a request failed, not the stream: the matches decided before it
+                # still reach the schedd.
+                try:
+                    out.flush(stream, session)
+                except Exception:
+                    pass
+                await stream.drain()
             out.log_lines(session.take_lines())
-            if isinstance(e, asyncio.InvalidStateError):
-                # Written to or read after the call had ended (it failed before or while we
-                # wrote): the call's own status says why, and is what the log should show.
-                e = await ended_call_error(call)
-            call.cancel()
+            stream.abort()
             return self._failed(session, rec, e)
-        return session.result()
 
     def _failed(self, session: Session, rec: CycleRecord, e: BaseException) -> str:
+        self._report_failure(session.name, session.address, rec, e)
+        return ERROR
+
+    def _report_failure(self, name: str, address: str, rec: CycleRecord, e: BaseException) -> None:
         expected = isinstance(e, (grpc.aio.AioRpcError, ads.AdError, ScheddError, asyncio.InvalidStateError))
         why = describe(e) if isinstance(e, grpc.aio.AioRpcError) else f"{type(e).__name__}: {e}"
-        self.log.warning("  Negotiation with %s at <%s> failed: %s", session.name, session.address, why,
+        self.log.warning("  Negotiation with %s at <%s> failed: %s", name, address, why,
                          exc_info=None if expected else e)
-        rec.failed.append(f"{session.name}: {why}")
-        return ERROR
+        rec.failed.append(f"{name}: {why}")
 
     @staticmethod
     def _parse_slot(text: str):

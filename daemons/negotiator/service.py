@@ -34,7 +34,9 @@ class NegotiatorService(negotiator_pb2_grpc.NegotiatorServicer):
                                        pool_weight=r.pool_weight, cpu_duration=r.cpu_duration,
                                        slot_groups=r.slot_groups, autoclusters=r.autoclusters, phases=r.phases,
                                        evaluations=r.evaluations, preemptions=r.preemptions, order=r.order,
-                                       failed=r.failed, error=r.error, prefetched=r.prefetched)
+                                       failed=r.failed, error=r.error, prefetched=r.prefetched,
+                                       reschedule_wait=r.reschedule_wait,
+                                       prefetched_resumed=r.prefetched_resumed)
             for r in records])
 
     async def UserPrio(self, request: negotiator_pb2.UserPrioRequest, context) -> negotiator_pb2.UserPrioReply:

@@ -3,7 +3,7 @@ and the prefetch of every submitter's first resource requests before the cycle's
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from collections import deque
 from typing import Any
 
 import grpc
@@ -49,22 +49,130 @@ class Outgoing:
         if lines:
             self.log.info("%s", joined_lines(lines), extra=EACH_LINE_STAMPED)
 
-    async def flush(self, call, session: Session) -> None:
+    def flush(self, stream: "ScheddStream", session: Session) -> None:
+        """Send what the session decided since the last flush (not waited for: see ScheddStream)."""
         self.add(session.take_outcomes())
         self.log_lines(session.take_lines())
         if self.msg.HasField("outcomes"):
             msg, self.msg = self.msg, schedd_pb2.NegotiatorMessage()
-            await call.write(msg)
+            stream.send(msg, session.name)
 
 
-@dataclass
 class ScheddStream:
-    call: Any          # the Negotiate stream-stream call
-    opened: float      # time.monotonic() when it opened
+    """The cycle's Negotiate stream to one schedd, written and read without waiting in line.
+
+    Messages go out in order from one writer task, so a session does not wait for its
+    last message (its outcomes) to be written before the next session is served. Every
+    send-requests is answered by exactly one message, in order, so `ask` hands back a
+    future that one reader task resolves in the order the asks were written. The first
+    failure of either task fails every answer still awaited, and a failed write that no
+    awaited answer will report goes to `on_write_failed(stream, owner, error)`: the session whose
+    message it was is reported failed, as if it had waited for the write itself.
+    """
+
+    def __init__(self, call, opened: float, on_write_failed=None) -> None:
+        self.call = call
+        self.opened = opened              # time.monotonic() when it opened
+        self.failed: BaseException | None = None
+        self._on_write_failed = on_write_failed
+        self._out: deque[tuple[Any, str]] = deque()           # (message, owner) not yet written
+        self._replies: deque[tuple[asyncio.Future, str]] = deque()   # (answer, owner) not yet read
+        self._writer: asyncio.Task | None = None
+        self._reader: asyncio.Task | None = None
+
+    def send(self, msg, owner: str = "") -> None:
+        if self.failed is not None:
+            return          # a broken stream: the session learns it from its next answer, or has
+        self._out.append((msg, owner))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.ensure_future(self._write_all())
+
+    def ask(self, msg, owner: str = "") -> asyncio.Future:
+        """Write `msg` (a send-requests) and return the future of the schedd's answer to it:
+        the message itself, or grpc.aio.EOF if the stream ended first."""
+        fut = asyncio.get_running_loop().create_future()
+        # An answer nobody awaits any more (a prefetch the cycle never used) must not
+        # be reported as an unretrieved exception.
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+        if self.failed is not None:
+            fut.set_exception(self.failed)
+            return fut
+        self.send(msg, owner)
+        self._replies.append((fut, owner))
+        if self._reader is None or self._reader.done():
+            self._reader = asyncio.ensure_future(self._read_all())
+        return fut
+
+    async def _write_all(self) -> None:
+        # The loop's test and its return happen in one step: a `send` after it starts a new writer.
+        while self._out:
+            msg, owner = self._out[0]
+            try:
+                await self.call.write(msg)
+            except asyncio.CancelledError:
+                self._fail(ScheddError("the stream was abandoned"))
+                raise
+            except Exception as e:
+                if isinstance(e, asyncio.InvalidStateError):
+                    e = await ended_call_error(self.call)
+                awaited = any(o == owner for _, o in self._replies)
+                self._fail(e)
+                if owner and not awaited and self._on_write_failed is not None:
+                    self._on_write_failed(self, owner, e)
+                return
+            self._out.popleft()
+
+    async def _read_all(self) -> None:
+        while self._replies:
+            try:
+                reply = await self.call.read()
+            except asyncio.CancelledError:
+                self._fail(ScheddError("the stream was abandoned"))
+                raise
+            except Exception as e:
+                self._fail(await ended_call_error(self.call) if isinstance(e, asyncio.InvalidStateError) else e)
+                return
+            if not self._replies:     # failed meanwhile (a write): every answer has its error
+                return
+            fut, _ = self._replies.popleft()
+            if not fut.done():        # an asker that gave up (a prefetch's time ran out) left it
+                fut.set_result(reply)
+            if reply is grpc.aio.EOF:
+                while self._replies:
+                    fut, _ = self._replies.popleft()
+                    if not fut.done():
+                        fut.set_result(reply)
+
+    def _fail(self, e: BaseException) -> None:
+        if self.failed is None:
+            self.failed = e
+        self._out.clear()
+        while self._replies:
+            fut, _ = self._replies.popleft()
+            if not fut.done():
+                fut.set_exception(e)
+
+    async def drain(self) -> None:
+        """Until every message sent so far is written (or the stream failed)."""
+        if self._writer is not None:
+            await asyncio.gather(self._writer, return_exceptions=True)
+
+    def abort(self) -> None:
+        self._fail(ScheddError("the stream was abandoned"))
+        self.call.cancel()
+        for t in (self._writer, self._reader):
+            if t is not None and not t.done():
+                t.cancel()
 
     async def close(self) -> None:
         try:
-            if not self.call.done():
+            await self.drain()
+            if self.failed is not None:
+                self.abort()
+                return
+            if self._reader is not None:
+                await asyncio.gather(self._reader, return_exceptions=True)
+            if self.failed is None and not self.call.done():
                 await self.call.write(schedd_pb2.NegotiatorMessage(end=schedd_pb2.NegotiateEnd()))
                 await self.call.done_writing()
                 while await self.call.read() is not grpc.aio.EOF:
@@ -84,7 +192,7 @@ async def ended_call_error(call) -> grpc.aio.AioRpcError:
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details or "RPC already finished")
 
 
-async def prefetch(call, starts: list, max_requests: int,
+async def prefetch(stream: ScheddStream, starts: list, max_requests: int,
                    max_time_s: float | None) -> tuple[dict[str, Any], BaseException | None]:
     """NEGOTIATOR_PREFETCH_REQUESTS over one schedd's stream: each start (a prefetch) with its
     send-requests, all written before the first answer is read, so the schedd builds every
@@ -95,34 +203,28 @@ async def prefetch(call, starts: list, max_requests: int,
     without it."""
     got: dict[str, Any] = {}
     ask = schedd_pb2.NegotiatorMessage(send_requests=schedd_pb2.SendRequests(max_requests=max_requests))
-
-    async def write_all() -> None:
-        for m in starts:
-            await call.write(m)
-            await call.write(ask)
-
-    writer = asyncio.ensure_future(write_all())
+    answers = []
+    for m in starts:
+        stream.send(m, m.start.submitter)
+        answers.append(stream.ask(ask, m.start.submitter))
     try:
         async with asyncio.timeout(max_time_s):
-            for m in starts:
-                reply = await call.read()
-                if reply is grpc.aio.EOF or reply.WhichOneof("msg") != "requests":
-                    raise ScheddError("the schedd ended the prefetch without sending its requests")
-                got[m.start.submitter] = reply.requests
-            await writer
+            for m, answer in zip(starts, answers):
+                reply = await answer
+                got[m.start.submitter] = requests_of(reply, "the schedd ended the prefetch without sending "
+                                                            "its requests")
         return got, None
     except asyncio.CancelledError:
         raise
     except Exception as e:
-        if isinstance(e, asyncio.InvalidStateError):
-            e = await ended_call_error(call)
-        elif isinstance(e, TimeoutError):
+        if isinstance(e, TimeoutError):
             e = ScheddError(f"NEGOTIATOR_PREFETCH_REQUESTS_MAX_TIME ({max_time_s:g} s) ran out "
                             f"after {len(got)} of {len(starts)} submitters")
         return got, e
-    finally:
-        if not writer.done():
-            writer.cancel()
-            await asyncio.gather(writer, return_exceptions=True)
-        elif not writer.cancelled():
-            writer.exception()   # retrieved: a failed write already ended the reads
+
+
+def requests_of(reply, why: str):
+    """The ResourceRequests a schedd's answer carries, or ScheddError(why)."""
+    if reply is grpc.aio.EOF or reply.WhichOneof("msg") != "requests":
+        raise ScheddError(why)
+    return reply.requests

@@ -110,3 +110,34 @@ async def test_a_pool_with_and_without_prefetch_runs_every_job_once(make_pool):
         pool.stop()
     log = (pool.state_dir.parent / "pool0" / "log" / "NegotiatorLog").read_text()
     assert "Starting prefetch round" in log
+
+
+async def test_a_resumed_submitter_finds_its_next_requests_asked_for(make_pool):
+    """Pie spins: ann wants 1 of 9 slots, bob and cid 6 each. In the first spin bob and cid stop
+    at their limit of 3; with the prefetch on, their next requests are asked for behind their
+    outcomes, and their second-spin sessions begin with them. Either way the same jobs run,
+    each on its own slot."""
+    shares = {}
+    for prefetch in (True, False):
+        pool = make_pool(STATIC + f"NUM_CPUS = 9\nNEGOTIATOR_PREFETCH_REQUESTS = {prefetch}\n"
+                         "NEGOTIATOR_INTERVAL = 100000\n")
+        async with pool.client() as c:
+            await wait_slots(c, 9)
+            since = await c.pool_now()
+            # Held, then released together, so that one cycle sees every user's demand.
+            for u, n in (("ann", 1), ("bob", 6), ("cid", 6)):
+                await c.submit(f"executable = /bin/sleep\narguments = 100000\nhold = true\nqueue {n}\n",
+                               f"{u}.sub", u)
+            await c.act(schedd_pb2.RELEASE, constraint="true")
+
+            async def matched():
+                return next((r for r in await c.cycles() if r.start >= since and r.matches), None)
+            cycle = await wait_for(matched, timeout_s=30, what="a cycle with matches")
+            assert cycle.matches == 9 and not cycle.failed
+            assert (cycle.prefetched_resumed >= 1) if prefetch else (cycle.prefetched_resumed == 0)
+            running = await wait_jobs(c, "JobStatus == 2", 9)
+            assert len({str(attr(j, "RemoteHost")) for j in running}) == 9
+            owners = [str(attr(j, "Owner")) for j in running]
+            shares[prefetch] = sorted((u, owners.count(u)) for u in set(owners))
+        pool.stop()
+    assert shares[True] == shares[False] and dict(shares[True])["ann"] == 1

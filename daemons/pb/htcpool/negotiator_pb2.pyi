@@ -72,7 +72,7 @@ class CycleHistoryRequest(_message.Message):
     def __init__(self, last: _Optional[int] = ...) -> None: ...
 
 class CycleRecord(_message.Message):
-    __slots__ = ("cycle", "start", "end", "matches", "rejections", "duration", "wall_duration", "slots", "submitters", "rescheduled", "requests", "considered", "significant", "pool_weight", "cpu_duration", "slot_groups", "autoclusters", "phases", "evaluations", "preemptions", "order", "failed", "error", "prefetched")
+    __slots__ = ("cycle", "start", "end", "matches", "rejections", "duration", "wall_duration", "slots", "submitters", "rescheduled", "requests", "considered", "significant", "pool_weight", "cpu_duration", "slot_groups", "autoclusters", "phases", "evaluations", "preemptions", "order", "failed", "error", "prefetched", "reschedule_wait", "prefetched_resumed")
     class PhasesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -104,6 +104,8 @@ class CycleRecord(_message.Message):
     FAILED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     PREFETCHED_FIELD_NUMBER: _ClassVar[int]
+    RESCHEDULE_WAIT_FIELD_NUMBER: _ClassVar[int]
+    PREFETCHED_RESUMED_FIELD_NUMBER: _ClassVar[int]
     cycle: int
     start: float
     end: float
@@ -128,7 +130,9 @@ class CycleRecord(_message.Message):
     failed: _containers.RepeatedScalarFieldContainer[str]
     error: str
     prefetched: int
-    def __init__(self, cycle: _Optional[int] = ..., start: _Optional[float] = ..., end: _Optional[float] = ..., matches: _Optional[int] = ..., rejections: _Optional[int] = ..., duration: _Optional[float] = ..., wall_duration: _Optional[float] = ..., slots: _Optional[int] = ..., submitters: _Optional[int] = ..., rescheduled: _Optional[bool] = ..., requests: _Optional[int] = ..., considered: _Optional[int] = ..., significant: _Optional[int] = ..., pool_weight: _Optional[float] = ..., cpu_duration: _Optional[float] = ..., slot_groups: _Optional[int] = ..., autoclusters: _Optional[int] = ..., phases: _Optional[_Mapping[str, float]] = ..., evaluations: _Optional[int] = ..., preemptions: _Optional[int] = ..., order: _Optional[_Iterable[str]] = ..., failed: _Optional[_Iterable[str]] = ..., error: _Optional[str] = ..., prefetched: _Optional[int] = ...) -> None: ...
+    reschedule_wait: float
+    prefetched_resumed: int
+    def __init__(self, cycle: _Optional[int] = ..., start: _Optional[float] = ..., end: _Optional[float] = ..., matches: _Optional[int] = ..., rejections: _Optional[int] = ..., duration: _Optional[float] = ..., wall_duration: _Optional[float] = ..., slots: _Optional[int] = ..., submitters: _Optional[int] = ..., rescheduled: _Optional[bool] = ..., requests: _Optional[int] = ..., considered: _Optional[int] = ..., significant: _Optional[int] = ..., pool_weight: _Optional[float] = ..., cpu_duration: _Optional[float] = ..., slot_groups: _Optional[int] = ..., autoclusters: _Optional[int] = ..., phases: _Optional[_Mapping[str, float]] = ..., evaluations: _Optional[int] = ..., preemptions: _Optional[int] = ..., order: _Optional[_Iterable[str]] = ..., failed: _Optional[_Iterable[str]] = ..., error: _Optional[str] = ..., prefetched: _Optional[int] = ..., reschedule_wait: _Optional[float] = ..., prefetched_resumed: _Optional[int] = ...) -> None: ...
 
 class CycleHistoryReply(_message.Message):
     __slots__ = ("cycles",)

@@ -1,0 +1,151 @@
+"""The negotiator's ScheddStream: messages written in order without the sender waiting, each
+send-requests answered in the order asked, and a failure reaching whoever would have seen it."""
+from __future__ import annotations
+
+import asyncio
+
+import grpc
+import pytest
+
+from daemons.negotiator.streams import ScheddError, ScheddStream, prefetch
+from daemons.pb.htcpool import schedd_pb2
+
+
+def start(name: str, **kw) -> schedd_pb2.NegotiatorMessage:
+    return schedd_pb2.NegotiatorMessage(start=schedd_pb2.NegotiateStart(submitter=name, **kw))
+
+
+ASK = schedd_pb2.NegotiatorMessage(send_requests=schedd_pb2.SendRequests(max_requests=5))
+
+
+class FakeCall:
+    """A Negotiate call whose schedd answers each send-requests with one batch naming the
+    submitter of the session it belongs to (the last start before it), after a moment."""
+
+    def __init__(self, fail_write_at: int | None = None) -> None:
+        self.written: list = []
+        self.answers: asyncio.Queue = asyncio.Queue()
+        self.fail_write_at = fail_write_at
+        self.ended = False
+        self.cancelled = False
+        self.session = ""
+
+    async def write(self, msg) -> None:
+        await asyncio.sleep(0)          # a write takes a turn of the loop, as grpc's does
+        if self.fail_write_at is not None and len(self.written) >= self.fail_write_at:
+            self.ended = True
+            self.answers.put_nowait(grpc.aio.EOF)
+            raise asyncio.InvalidStateError("write after the call ended")
+        self.written.append(msg)
+        kind = msg.WhichOneof("msg")
+        if kind == "start":
+            self.session = msg.start.submitter
+        elif kind == "send_requests":
+            reply = schedd_pb2.ScheddMessage(requests=schedd_pb2.ResourceRequests(
+                requests=[schedd_pb2.ResourceRequest(request_id=self.session, count=1)], no_more=True))
+            asyncio.get_running_loop().call_later(0.001, self.answers.put_nowait, reply)
+        elif kind == "end":
+            self.answers.put_nowait(grpc.aio.EOF)
+
+    async def read(self):
+        return await self.answers.get()
+
+    async def done_writing(self) -> None:
+        pass
+
+    def done(self) -> bool:
+        return self.ended
+
+    def cancel(self) -> bool:
+        self.cancelled = True
+        return True
+
+    async def code(self):
+        return grpc.StatusCode.UNAVAILABLE
+
+    async def details(self):
+        return "the schedd went away"
+
+
+def kinds(call: FakeCall) -> list[str]:
+    return [m.WhichOneof("msg") + (":" + m.start.submitter if m.HasField("start") else "") for m in call.written]
+
+
+async def test_sends_do_not_wait_and_answers_come_in_the_order_asked():
+    call = FakeCall()
+    s = ScheddStream(call, 0.0)
+    answers = []
+    for name in ("ann", "bob", "cid"):
+        s.send(start(name), name)
+        answers.append(s.ask(ASK, name))
+    assert call.written == []          # nothing written yet: the sender went straight on
+    got = [(await a).requests.requests[0].request_id for a in reversed(answers)]
+    assert got == ["cid", "bob", "ann"]
+    assert kinds(call) == ["start:ann", "send_requests", "start:bob", "send_requests", "start:cid",
+                           "send_requests"]
+    await s.close()
+    assert kinds(call)[-1] == "end" and s.failed is None
+
+
+async def test_an_answer_given_up_on_is_read_and_dropped_not_given_to_the_next_asker():
+    call = FakeCall()
+    s = ScheddStream(call, 0.0)
+    s.send(start("ann"), "ann")
+    first = s.ask(ASK, "ann")
+    s.send(start("bob"), "bob")
+    second = s.ask(ASK, "bob")
+    first.cancel()
+    assert (await second).requests.requests[0].request_id == "bob"
+
+
+async def test_a_failed_write_fails_the_answers_awaited_and_reports_a_session_nobody_awaits():
+    reported = []
+    call = FakeCall(fail_write_at=3)    # start:ann, ask, start:bob written; bob's outcomes fail
+    s = ScheddStream(call, 0.0, on_write_failed=lambda st, owner, e: reported.append((st, owner, e)))
+    s.send(start("ann"), "ann")
+    ann = s.ask(ASK, "ann")
+    assert (await ann).requests.requests[0].request_id == "ann"
+    s.send(start("bob"), "bob")
+    s.send(schedd_pb2.NegotiatorMessage(outcomes=schedd_pb2.Outcomes()), "bob")
+    await s.drain()
+    # Nobody awaits an answer of bob's: his failure is reported as his, with the call's status.
+    assert [(st, owner) for st, owner, _ in reported] == [(s, "bob")]
+    assert isinstance(reported[0][2], grpc.aio.AioRpcError)
+    assert reported[0][2].code() == grpc.StatusCode.UNAVAILABLE and s.failed is reported[0][2]
+    # Later messages are dropped and a later ask fails at once, with the same error.
+    s.send(start("cid"), "cid")
+    with pytest.raises(grpc.aio.AioRpcError):
+        await s.ask(ASK, "cid")
+    assert len(call.written) == 3
+
+
+async def test_a_write_failing_under_an_awaited_answer_is_left_to_its_asker():
+    reported = []
+    call = FakeCall(fail_write_at=1)
+    s = ScheddStream(call, 0.0, on_write_failed=lambda st, owner, e: reported.append(owner))
+    s.send(start("ann"), "ann")
+    answer = s.ask(ASK, "ann")
+    with pytest.raises(grpc.aio.AioRpcError):
+        await answer
+    assert reported == []               # ann's session sees it itself: not reported twice
+
+
+async def test_prefetch_returns_what_arrived_before_its_time_ran_out():
+    call = FakeCall()
+    s = ScheddStream(call, 0.0)
+    got, err = await prefetch(s, [start(n, prefetch=True) for n in ("ann", "bob")], 5, 10.0)
+    assert err is None and {k: v.requests[0].request_id for k, v in got.items()} == {"ann": "ann", "bob": "bob"}
+
+    slow = FakeCall()
+    slow.answers = asyncio.Queue()
+    s = ScheddStream(slow, 0.0)
+    real_write = slow.write
+
+    async def never_answered(msg):
+        if msg.WhichOneof("msg") != "send_requests":
+            await real_write(msg)
+    slow.write = never_answered
+    got, err = await prefetch(s, [start("ann", prefetch=True)], 5, 0.05)
+    assert got == {} and isinstance(err, ScheddError) and "MAX_TIME" in str(err)
+    s.abort()
+    assert slow.cancelled and isinstance(s.failed, ScheddError)
