@@ -40,8 +40,8 @@ from daemons.negotiator.cycle import ERROR, RESUME, Cycle, Session, Submitter
 from daemons.negotiator.matchmaker import Matchmaker, SlotCache
 from daemons.negotiator.preemption import Preemption
 from daemons.negotiator.significant import SignificantAttributes
-from daemons.negotiator.streams import prefetch as prefetch_requests
-from daemons.negotiator.streams import Outgoing, ScheddError, ScheddStream, requests_of
+from daemons.negotiator.streams import (Outgoing, ScheddError, ScheddStream, ask_prefetch, collect_prefetch,
+                                        requests_of)
 from daemons.pb.htcpool import negotiator_pb2_grpc, schedd_pb2, schedd_pb2_grpc
 
 __all__ = ["CycleRecord", "NegotiatorConfig", "NegotiatorDaemon"]
@@ -121,8 +121,11 @@ class NegotiatorDaemon(Daemon):
         self._rec: CycleRecord | None = None             # the cycle under way, for failures reported late
         self._rescheduled_at: float | None = None        # perf_counter() of a Reschedule not yet served
         self._closing: list[asyncio.Future] = []
-        # (submitter, schedd address) -> its first ResourceRequests, prefetched this cycle
-        self._prefetched: dict[tuple[str, str], Any] = {}
+        # (submitter, schedd address) -> the future of its next ResourceRequests, asked for ahead
+        # of its session: in the cycle's prefetch round, or as its last session stopped at its
+        # limit (then also in _resumed)
+        self._prefetched: dict[tuple[str, str], asyncio.Future] = {}
+        self._resumed: set[tuple[str, str]] = set()
 
     def default_name(self) -> str:
         return self.common.full_hostname
@@ -297,15 +300,22 @@ class NegotiatorDaemon(Daemon):
         cycle.mm = mm
         rec.slot_groups = len(mm.groups)
         phase("group")
+        watchers: list[asyncio.Future] = []
         try:
             self._rec = rec
             if self.cfg.prefetch_requests:
-                await self._prefetch(cycle, rec)
+                watchers = self._prefetch(cycle, rec)
             phase("prefetch")
             await self._run(cycle, rec)
         finally:
-            self._prefetched = {}
+            self._prefetched, self._resumed = {}, set()
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                for w in watchers:
+                    w.cancel()
             await self._close_streams()
+            # Closing read every answer still due, so the watchers have their figures.
+            await asyncio.gather(*watchers, return_exceptions=True)
             self._rec = None
             self.last_limits, self.last_quotas = cycle.last_limits, cycle.last_quotas
             c = cycle.counts
@@ -409,36 +419,48 @@ class NegotiatorDaemon(Daemon):
             submitter=name, cycle=rec.cycle, pool_time=rec.start, significant_attrs=self.significant_attrs,
             job_constraint=self.cfg.job_constraint, prefetch=prefetch, prefetched=prefetched))
 
-    async def _prefetch(self, cycle: Cycle, rec: CycleRecord) -> None:
-        """HTCondor's NEGOTIATOR_PREFETCH_REQUESTS: every submitter's first resource requests,
-        from all schedds at once, before the first session; a session then starts with its
-        batch in hand instead of a round trip to the schedd."""
+    def _prefetch(self, cycle: Cycle, rec: CycleRecord) -> list[asyncio.Future]:
+        """HTCondor's NEGOTIATOR_PREFETCH_REQUESTS: every submitter's first resource requests
+        asked for from all schedds at once, before the first session; a session then starts
+        with its batch in hand instead of a round trip to the schedd. HTCondor's negotiator
+        waits for the whole round before its first session; here a session waits only for
+        its own batch, so the first sessions are served while the schedd builds the later
+        lists. Returns a watcher per schedd: it bounds the round by NEGOTIATOR_PREFETCH_
+        REQUESTS_MAX_TIME, counts what arrived, and drops the stream of a failed round (its
+        submitters then negotiate without)."""
         by_address: dict[str, list[str]] = {}
         for sub in cycle.submitters:
             if sub.idle > 0:
                 by_address.setdefault(sub.address, []).append(sub.name)
 
-        async def one(address: str, names: list[str]) -> None:
-            try:
-                stream = self._stream(address)
-            except Exception:   # a malformed address: its sessions fail as they always have
-                return
-            got, err = await prefetch_requests(stream, [self._start(n, rec, prefetch=True) for n in names],
-                                              self.cfg.request_list_size, self.cfg.prefetch_max_time_s)
-            for name, batch in got.items():
-                self._prefetched[(name, address)] = batch
+        async def watch(address: str, stream: ScheddStream, starts: list, answers: list) -> None:
+            got, err = await collect_prefetch(starts, answers, self.cfg.prefetch_max_time_s)
+            rec.prefetched += len(got)
             if err is not None:
                 why = describe(err) if isinstance(err, grpc.aio.AioRpcError) else f"{type(err).__name__}: {err}"
                 self.log.warning("Error when prefetching from <%s> (%d of %d submitters): %s; the others "
-                                 "negotiate without", address, len(got), len(names), why)
+                                 "negotiate without", address, len(got), len(starts), why)
                 if self._streams.get(address) is stream:
                     self._streams.pop(address)
                 stream.abort()
 
         self.log.info("Starting prefetch round; %d potential prefetches to do.",
                       sum(len(n) for n in by_address.values()))
-        await asyncio.gather(*(one(a, n) for a, n in by_address.items()))
-        rec.prefetched = len(self._prefetched)
+        watchers = []
+        for address, names in by_address.items():
+            try:
+                stream = self._stream(address)
+            except Exception:   # a malformed address: its sessions fail as they always have
+                continue
+            # Asked for in the order the first spin is likely to negotiate (the best priority
+            # first), so the first session's batch is the first the schedd builds.
+            names.sort(key=lambda n: (self.accountant.effective_priority(n), n))
+            starts = [self._start(n, rec, prefetch=True) for n in names]
+            answers = ask_prefetch(stream, starts, self.cfg.request_list_size)
+            for name, answer in zip(names, answers):
+                self._prefetched[(name, address)] = answer
+            watchers.append(asyncio.ensure_future(watch(address, stream, starts, answers)))
+        return watchers
 
     async def _negotiate_with(self, session: Session, rec: CycleRecord) -> str:
         """DONE (it has nothing more), RESUME (stopped at its limit) or ERROR (the session
@@ -458,11 +480,14 @@ class NegotiatorDaemon(Daemon):
         try:
             t = clock()
             if isinstance(batch, asyncio.Future):
-                # Asked for as this submitter's last session ended (below): usually here already.
-                # If that stream broke meanwhile, the session starts afresh on another.
+                # Prefetched (_prefetch), or asked for as this submitter's last session ended
+                # (below): usually here already. If that stream broke meanwhile, or the prefetch
+                # round ran out of time, the session starts afresh on another.
+                resumed = (session.name, session.address) in self._resumed
+                self._resumed.discard((session.name, session.address))
                 try:
-                    batch = requests_of(await batch, "")
-                    rec.prefetched_resumed += 1
+                    batch = requests_of(await asyncio.shield(batch), "")
+                    rec.prefetched_resumed += int(resumed)
                 except Exception:
                     batch = None
                     stream = self._stream(session.address)
@@ -511,6 +536,7 @@ class NegotiatorDaemon(Daemon):
                 stream.send(self._start(session.name, rec, prefetch=True), owner)
                 self._prefetched[(session.name, session.address)] = stream.ask(schedd_pb2.NegotiatorMessage(
                     send_requests=schedd_pb2.SendRequests(max_requests=self.cfg.request_list_size)), owner)
+                self._resumed.add((session.name, session.address))
             spent["session_write"] = spent.get("session_write", 0.0) + clock() - t
             return result
         except asyncio.CancelledError:

@@ -192,25 +192,31 @@ async def ended_call_error(call) -> grpc.aio.AioRpcError:
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details or "RPC already finished")
 
 
-async def prefetch(stream: ScheddStream, starts: list, max_requests: int,
-                   max_time_s: float | None) -> tuple[dict[str, Any], BaseException | None]:
+def ask_prefetch(stream: ScheddStream, starts: list, max_requests: int) -> list[asyncio.Future]:
     """NEGOTIATOR_PREFETCH_REQUESTS over one schedd's stream: each start (a prefetch) with its
-    send-requests, all written before the first answer is read, so the schedd builds every
-    submitter's list back to back instead of one round trip per session. Returns each
-    submitter's first ResourceRequests and the error that cut the prefetch short, if one did
-    (what arrived before it is good: the schedd keeps those sessions). NEGOTIATOR_PREFETCH_
-    REQUESTS_MAX_TIME bounds it (None: no bound); the submitters it did not reach negotiate as
-    without it."""
-    got: dict[str, Any] = {}
+    send-requests, all written before any answer is read, so the schedd builds every
+    submitter's list back to back instead of one round trip per session. The answers'
+    futures, in the order of `starts`; the schedd keeps those sessions for the negotiator
+    to resume."""
     ask = schedd_pb2.NegotiatorMessage(send_requests=schedd_pb2.SendRequests(max_requests=max_requests))
     answers = []
     for m in starts:
         stream.send(m, m.start.submitter)
         answers.append(stream.ask(ask, m.start.submitter))
+    return answers
+
+
+async def collect_prefetch(starts: list, answers: list[asyncio.Future],
+                           max_time_s: float | None) -> tuple[dict[str, Any], BaseException | None]:
+    """Each submitter's first ResourceRequests, and the error that cut the prefetch short, if
+    one did (what arrived before it is good). NEGOTIATOR_PREFETCH_REQUESTS_MAX_TIME bounds it
+    (None: no bound); the submitters it did not reach negotiate as without it. The answers
+    are shielded: a session may be awaiting the same future."""
+    got: dict[str, Any] = {}
     try:
         async with asyncio.timeout(max_time_s):
             for m, answer in zip(starts, answers):
-                reply = await answer
+                reply = await asyncio.shield(answer)
                 got[m.start.submitter] = requests_of(reply, "the schedd ended the prefetch without sending "
                                                             "its requests")
         return got, None
@@ -221,6 +227,12 @@ async def prefetch(stream: ScheddStream, starts: list, max_requests: int,
             e = ScheddError(f"NEGOTIATOR_PREFETCH_REQUESTS_MAX_TIME ({max_time_s:g} s) ran out "
                             f"after {len(got)} of {len(starts)} submitters")
         return got, e
+
+
+async def prefetch(stream: ScheddStream, starts: list, max_requests: int,
+                   max_time_s: float | None) -> tuple[dict[str, Any], BaseException | None]:
+    """ask_prefetch, then collect_prefetch."""
+    return await collect_prefetch(starts, ask_prefetch(stream, starts, max_requests), max_time_s)
 
 
 def requests_of(reply, why: str):

@@ -7,7 +7,7 @@ import asyncio
 import grpc
 import pytest
 
-from daemons.negotiator.streams import ScheddError, ScheddStream, prefetch
+from daemons.negotiator.streams import ScheddError, ScheddStream, ask_prefetch, collect_prefetch, prefetch
 from daemons.pb.htcpool import schedd_pb2
 
 
@@ -22,7 +22,8 @@ class FakeCall:
     """A Negotiate call whose schedd answers each send-requests with one batch naming the
     submitter of the session it belongs to (the last start before it), after a moment."""
 
-    def __init__(self, fail_write_at: int | None = None) -> None:
+    def __init__(self, fail_write_at: int | None = None, delay: float = 0.001) -> None:
+        self.delay = delay
         self.written: list = []
         self.answers: asyncio.Queue = asyncio.Queue()
         self.fail_write_at = fail_write_at
@@ -43,7 +44,7 @@ class FakeCall:
         elif kind == "send_requests":
             reply = schedd_pb2.ScheddMessage(requests=schedd_pb2.ResourceRequests(
                 requests=[schedd_pb2.ResourceRequest(request_id=self.session, count=1)], no_more=True))
-            asyncio.get_running_loop().call_later(0.001, self.answers.put_nowait, reply)
+            asyncio.get_running_loop().call_later(self.delay, self.answers.put_nowait, reply)
         elif kind == "end":
             self.answers.put_nowait(grpc.aio.EOF)
 
@@ -149,3 +150,16 @@ async def test_prefetch_returns_what_arrived_before_its_time_ran_out():
     assert got == {} and isinstance(err, ScheddError) and "MAX_TIME" in str(err)
     s.abort()
     assert slow.cancelled and isinstance(s.failed, ScheddError)
+
+
+async def test_a_prefetch_round_out_of_time_leaves_the_answers_to_the_sessions_awaiting_them():
+    """The round's watcher gives up (NEGOTIATOR_PREFETCH_REQUESTS_MAX_TIME) but does not cancel
+    the answer: a session awaiting the same future still gets its batch when it comes."""
+    call = FakeCall(delay=0.2)
+    s = ScheddStream(call, 0.0)
+    starts = [start("ann", prefetch=True)]
+    answers = ask_prefetch(s, starts, 5)
+    got, err = await collect_prefetch(starts, answers, 0.01)
+    assert got == {} and isinstance(err, ScheddError)
+    assert not answers[0].cancelled()
+    assert (await answers[0]).requests.requests[0].request_id == "ann"
