@@ -522,6 +522,10 @@ class NegotiatorDaemon(Daemon):
                 t1 = clock()
                 spent["session_serve"] = spent.get("session_serve", 0.0) + t1 - t
                 t = t1
+                # Each batch's outcomes go as they are decided; past MAX_UNWRITTEN_BYTES not yet
+                # written, the session waits for the stream (a large pool makes them faster).
+                out.flush(stream, session)
+                await stream.make_room()
                 if batch.no_more or not batch.requests:
                     if not batch.requests:
                         session.no_more()

@@ -58,6 +58,11 @@ class Outgoing:
             stream.send(msg, session.name)
 
 
+# Bytes of messages a stream may hold unwritten before a session waits for its writer: the
+# outcomes of a large pool's cycle (a slot ad per match) can be made faster than written.
+MAX_UNWRITTEN_BYTES = 4 << 20
+
+
 class ScheddStream:
     """The cycle's Negotiate stream to one schedd, written and read without waiting in line.
 
@@ -75,7 +80,8 @@ class ScheddStream:
         self.opened = opened              # time.monotonic() when it opened
         self.failed: BaseException | None = None
         self._on_write_failed = on_write_failed
-        self._out: deque[tuple[Any, str]] = deque()           # (message, owner) not yet written
+        self._out: deque[tuple[Any, str, int]] = deque()      # (message, owner, size) not yet written
+        self.unwritten = 0                                     # their bytes
         self._replies: deque[tuple[asyncio.Future, str]] = deque()   # (answer, owner) not yet read
         self._writer: asyncio.Task | None = None
         self._reader: asyncio.Task | None = None
@@ -83,7 +89,9 @@ class ScheddStream:
     def send(self, msg, owner: str = "") -> None:
         if self.failed is not None:
             return          # a broken stream: the session learns it from its next answer, or has
-        self._out.append((msg, owner))
+        size = msg.ByteSize()
+        self._out.append((msg, owner, size))
+        self.unwritten += size
         if self._writer is None or self._writer.done():
             self._writer = asyncio.ensure_future(self._write_all())
 
@@ -106,7 +114,7 @@ class ScheddStream:
     async def _write_all(self) -> None:
         # The loop's test and its return happen in one step: a `send` after it starts a new writer.
         while self._out:
-            msg, owner = self._out[0]
+            msg, owner, size = self._out[0]
             try:
                 await self.call.write(msg)
             except asyncio.CancelledError:
@@ -121,6 +129,7 @@ class ScheddStream:
                     self._on_write_failed(self, owner, e)
                 return
             self._out.popleft()
+            self.unwritten -= size
 
     async def _read_all(self) -> None:
         while self._replies:
@@ -147,10 +156,16 @@ class ScheddStream:
         if self.failed is None:
             self.failed = e
         self._out.clear()
+        self.unwritten = 0
         while self._replies:
             fut, _ = self._replies.popleft()
             if not fut.done():
                 fut.set_exception(e)
+
+    async def make_room(self) -> None:
+        """Wait for the writer if more than MAX_UNWRITTEN_BYTES wait to be written."""
+        if self.unwritten > MAX_UNWRITTEN_BYTES:
+            await self.drain()
 
     async def drain(self) -> None:
         """Until every message sent so far is written (or the stream failed)."""

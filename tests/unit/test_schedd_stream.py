@@ -163,3 +163,19 @@ async def test_a_prefetch_round_out_of_time_leaves_the_answers_to_the_sessions_a
     assert got == {} and isinstance(err, ScheddError)
     assert not answers[0].cancelled()
     assert (await answers[0]).requests.requests[0].request_id == "ann"
+
+
+async def test_a_session_waits_for_the_writer_only_past_the_unwritten_bound():
+    from daemons.negotiator.streams import MAX_UNWRITTEN_BYTES
+    call = FakeCall()
+    s = ScheddStream(call, 0.0)
+    small = schedd_pb2.NegotiatorMessage(outcomes=schedd_pb2.Outcomes())
+    small.outcomes.outcomes.add().reject.reason = "x" * 100
+    s.send(small, "ann")
+    await s.make_room()
+    assert s.unwritten > 0 and call.written == []      # under the bound: no waiting
+    big = schedd_pb2.NegotiatorMessage(outcomes=schedd_pb2.Outcomes())
+    big.outcomes.outcomes.add().match.slot_ad.text = "x" * MAX_UNWRITTEN_BYTES
+    s.send(big, "ann")
+    await s.make_room()
+    assert s.unwritten == 0 and len(call.written) == 2
