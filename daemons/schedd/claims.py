@@ -203,6 +203,9 @@ class ClaimsMixin:
         job_ad = job.text()
         claim.job = job.key
         n = self.change(job, changes)
+        # A query shows the job Running from here on, while the startd is being asked: its
+        # record goes to the OS now, so a schedd killed meanwhile does not forget the start.
+        self.txlog.write_soon()
         job.reserved = False
         try:
             reply = await self.startd_calls.activate_claim(claim.startd_address, startd_pb2.ActivateClaimRequest(

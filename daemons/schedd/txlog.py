@@ -182,6 +182,8 @@ class TxLog:
         self._pending: list[str | list[str]] = []
         self._appended = 0     # transactions appended
         self._synced = 0       # transactions durable
+        self._written = 0      # transactions handed to the OS (a killed process loses none of them)
+        self._write_error: BaseException | None = None   # a write_soon() that failed, for the next commit
         self._flusher: asyncio.Task | None = None
         self._waiters: list[tuple[int, asyncio.Future]] = []
         self.fsyncs = 0
@@ -238,6 +240,9 @@ class TxLog:
     async def commit(self, number: int | None = None) -> None:
         """Wait until transaction `number` (default: every one appended so far) is on disk."""
         target = self._appended if number is None else number
+        if self._write_error is not None:
+            e, self._write_error = self._write_error, None
+            raise e
         if self._synced >= target:
             return
         fut = asyncio.get_running_loop().create_future()
@@ -246,28 +251,61 @@ class TxLog:
             self._flusher = asyncio.create_task(self._flush(), name="txlog:flush")
         await fut
 
-    async def _flush(self) -> None:
-        while self._pending:
-            batch, self._pending = self._pending, []
-            upto = self._appended
-            assert self._file is not None
+    def write_soon(self) -> None:
+        """Hand every appended transaction to the OS now and fsync it in the background.
+        For a change that others can see before anyone awaits its commit (a query shows a job
+        Running while the startd is still being asked to start it): a schedd killed meanwhile
+        then does not forget it. A failed write is raised by the next commit."""
+        if self._pending:
             try:
-                for text in batch:      # (not joined: a large submit's text is not copied again)
-                    if isinstance(text, list):
-                        for piece in text:
-                            self._file.write(piece)
-                    else:
-                        self._file.write(text)
-                self._file.flush()
+                self._write_pending()
+            except Exception as e:
+                self._write_error = e
+                self._lost()
+                return
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush(), name="txlog:flush")
+
+    def _write_pending(self) -> None:
+        batch, self._pending = self._pending, []
+        assert self._file is not None
+        for text in batch:      # (not joined: a large submit's text is not copied again)
+            if isinstance(text, list):
+                for piece in text:
+                    self._file.write(piece)
+            else:
+                self._file.write(text)
+        self._file.flush()
+        # Pending transactions are always the last ones appended.
+        self._written = self._appended
+
+    def _lost(self) -> None:
+        # The transactions of a failed write or fsync will never be known durable; their
+        # error has been (or will be) raised once. Later ones are committed as usual, and a
+        # commit of these does not wait for ever.
+        self._synced = self._written = self._appended - len(self._pending)
+
+    async def _flush(self) -> None:
+        while self._pending or self._synced < self._written:
+            try:
+                if self._pending:
+                    self._write_pending()
+                upto = self._written
                 await asyncio.to_thread(os.fsync, self._file.fileno())
             except Exception as e:
-                for _, fut in self._waiters:
-                    if not fut.done():
-                        fut.set_exception(e)
-                self._waiters.clear()
-                raise
+                # Raised by the commits waiting, or else by the next one (not by this task,
+                # whose failure nobody awaits).
+                if self._waiters:
+                    for _, fut in self._waiters:
+                        if not fut.done():
+                            fut.set_exception(e)
+                    self._waiters.clear()
+                else:
+                    self._write_error = e
+                self._lost()
+                return
             self.fsyncs += 1
-            self.commits += len(batch)
+            self.commits += upto - self._synced
             self._synced = upto
             still = []
             for target, fut in self._waiters:

@@ -106,3 +106,48 @@ def test_set_value_spanning_lines_is_refused():
 def test_parse_set_keeps_spaces_in_the_value(tmp_path):
     op = txlog.parse_op('103 1.0 Requirements (TARGET.Cpus >= 1) && true', 1, tmp_path)
     assert op == txlog.Op(txlog.SET, "1.0", "Requirements", "(TARGET.Cpus >= 1) && true")
+
+
+async def test_write_soon_hands_a_transaction_to_the_os_before_its_commit(tmp_path):
+    """What write_soon() wrote is in the file at once (a process killed now loses nothing),
+    while the fsync runs behind; a later commit counts it once."""
+    path = tmp_path / "job_queue.log"
+    log = TxLog(path)
+    log.append([txlog.op_new("1.0"), txlog.op_set("1.0", "JobStatus", "1")])
+    n = log.append([txlog.op_set("1.0", "JobStatus", "2")])
+    assert "JobStatus 2" not in (path.read_text() if path.exists() else "")
+    log.write_soon()
+    assert "103 1.0 JobStatus 2" in path.read_text()      # no await in between
+    m = log.append([txlog.op_set("1.0", "JobStatus", "4")])
+    await log.commit(m)
+    assert log.synced == m == n + 1 and log.commits == 3 and log.quiet
+    q, _, cut = replay(path)
+    assert not cut and q.jobs[(1, 0)].attrs["JobStatus"] == "4"
+
+
+async def test_a_write_soon_that_fails_fails_the_next_commit(tmp_path):
+    path = tmp_path / "job_queue.log"
+    log = TxLog(path)
+    log.append([txlog.op_new("1.0")])
+
+    class Broken:
+        def write(self, text):
+            raise OSError(28, "No space left on device")
+
+        def flush(self):
+            pass
+
+        def fileno(self):
+            return -1
+
+        def close(self):
+            pass
+    log._file = Broken()
+    log.write_soon()
+    with pytest.raises(OSError, match="No space"):
+        await log.commit()
+    # Raised once; the log goes on with the next transactions.
+    log._file = None
+    n = log.append([txlog.op_new("2.0")])
+    await log.commit(n)
+    assert log.synced == n and "101 2.0" in path.read_text()
