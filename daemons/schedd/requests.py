@@ -41,15 +41,6 @@ class _Runs:
         self.runs: list[_Run] = []
         self.starts: list[OrderKey] = []
 
-    def append(self, key: OrderKey, job: Job, ac: int) -> None:
-        """Add a job after every other (building in order)."""
-        if self.runs and self.runs[-1].ac == ac:
-            self.runs[-1].keys.append(key)
-            self.runs[-1].jobs.append(job)
-        else:
-            self.runs.append(_Run(ac, [key], [job]))
-            self.starts.append(key)
-
     def remove(self, key: OrderKey) -> bool:
         i = bisect_right(self.starts, key) - 1
         if i < 0:
@@ -163,8 +154,8 @@ class RequestLists:
         return runs.requests()
 
     def _build(self, submitter: str) -> _Runs:
-        # _Runs.append inlined: a rebuild walks every idle job (all 100,000 of a queue when
-        # the significant attributes grow), so the per-job cost is what counts.
+        # Runs built in one pass, without a call per job: a rebuild walks every idle job (all
+        # 100,000 of a queue when the significant attributes grow).
         self.rebuilds += 1
         runs = _Runs()
         out, starts = runs.runs, runs.starts

@@ -247,8 +247,7 @@ class TxLog:
             return
         fut = asyncio.get_running_loop().create_future()
         self._waiters.append((target, fut))
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush(), name="txlog:flush")
+        self._start_flusher()
         await fut
 
     def write_soon(self) -> None:
@@ -263,6 +262,9 @@ class TxLog:
                 self._write_error = e
                 self._lost()
                 return
+        self._start_flusher()
+
+    def _start_flusher(self) -> None:
         if self._flusher is None or self._flusher.done():
             self._flusher = asyncio.create_task(self._flush(), name="txlog:flush")
 
