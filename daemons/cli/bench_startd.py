@@ -115,7 +115,7 @@ def measure(slots: int, cls: str) -> dict[str, Any]:
 
     async def claim_all() -> TimerQueue:
         # As the daemon does: each running job's end waits in one TimerQueue.
-        job_ends = TimerQueue(clock, lambda claim_id: None)
+        job_ends = TimerQueue(clock, lambda claim_number: None)
         for m in model.machines.values():
             for s in list(m.slots.values()):
                 claimed = m.request_claim(s, ads.parse_ad(job_text, "job ad"), "schedd@benchhost", "127.0.0.1:1",
@@ -125,7 +125,7 @@ def measure(slots: int, cls: str) -> dict[str, Any]:
                 ok, why, end = m.activate(s, ads.parse_ad(job_text, "job ad"), now)
                 if not ok:
                     raise RuntimeError(f"activation refused: {why}")
-                job_ends.set(claimed.claim_id, end)
+                job_ends.set(s.claim.seq if s.claim is not None else 0, end)
         return job_ends
 
     job_ends = asyncio.run(claim_all())

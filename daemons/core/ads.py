@@ -179,14 +179,16 @@ def ad_text(attrs: Mapping[str, Any]) -> str:
     return "[ " + items_text(attrs) + " ]"
 
 
-def items_text(attrs: Mapping[str, Any]) -> str:
+def items_text(attrs: Mapping[str, Any], unique: frozenset[str] = frozenset()) -> str:
     """The items of ad_text(attrs) without its brackets ("A = 1; B = 2"): texts of disjoint
-    parts joined with "; " and bracketed are the text of the whole."""
+    parts joined with "; " and bracketed are the text of the whole. Attributes named in
+    `unique` have values that do not repeat (a slot's name, a claim id): not memoized,
+    or they would crowd out the texts that do."""
     memo = _ITEM_TEXTS
     parts = []
     for k, v in attrs.items():
         t = v.__class__
-        if t not in _MEMO_TYPES:
+        if t not in _MEMO_TYPES or k in unique:
             parts.append(f"{k} = {literal(v)}")
             continue
         key = (k, t, v)

@@ -24,7 +24,7 @@ import heapq
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 
 @dataclass(frozen=True)
@@ -229,41 +229,42 @@ class TimerQueue:
     """Many keyed callbacks at pool times behind one PoolTimer, for the earliest.
 
     A loop timer, its handle and its callback cost about 700 bytes; a startd with a timer
-    per running job held that for every busy slot. Here an entry is a heap tuple and a
-    dict item. `set` replaces a key's time; `cancel` forgets it (its heap tuple is
-    skipped when it comes up). Due entries run in time order, then in the order set; one
-    that raises is logged and the rest still run, as separate loop callbacks would."""
+    per running job held that for every busy slot. Here an entry is a heap tuple of
+    (time, key) and a dict item from the key to the same time object, which tells a
+    current heap entry from one that `set` replaced or `cancel` forgot (skipped when it
+    comes up). Keys must be comparable (ints, strings): due entries run in time order,
+    then in key order. One that raises is logged and the rest still run, as separate
+    loop callbacks would."""
 
-    __slots__ = ("clock", "callback", "log", "_heap", "_due", "_seq", "_timer")
+    __slots__ = ("clock", "callback", "log", "_heap", "_due", "_timer")
 
-    def __init__(self, clock: PoolClock, callback: Callable[[str], object],
+    def __init__(self, clock: PoolClock, callback: Callable[[Any], object],
                  log: "logging.Logger | None" = None) -> None:
         self.clock, self.callback = clock, callback
         self.log = log or logging.getLogger("htcpool.clock")
-        self._heap: list[tuple[float, int, str]] = []
-        self._due: dict[str, int] = {}    # key -> the number of its `set`: older heap tuples are stale
-        self._seq = 0
+        self._heap: list[tuple[float, Any]] = []
+        self._due: dict[Any, float] = {}    # key -> its time: heap entries of another time are stale
         self._timer: PoolTimer | None = None
 
     def __len__(self) -> int:
         return len(self._due)
 
-    def __contains__(self, key: str) -> bool:
+    def __contains__(self, key: object) -> bool:
         return key in self._due
 
-    def set(self, key: str, pool_time: float) -> None:
-        self._seq += 1
-        self._due[key] = self._seq
-        heapq.heappush(self._heap, (pool_time, self._seq, key))
+    def set(self, key: Any, pool_time: float) -> None:
+        self._due[key] = pool_time
+        heapq.heappush(self._heap, (pool_time, key))
         if self._timer is None or pool_time < self._timer.pool_time:
             self._rearm()
 
-    def cancel(self, key: str) -> bool:
+    def cancel(self, key: Any) -> bool:
         """Forget `key`; True if it was waiting."""
         gone = self._due.pop(key, None) is not None
         if len(self._heap) > 2 * len(self._due) + 64:
             # Mostly cancelled entries: keep the heap the size of what is waiting.
-            self._heap = [e for e in self._heap if self._due.get(e[2]) == e[1]]
+            due = self._due
+            self._heap = [e for e in self._heap if due.get(e[1]) == e[0]]
             heapq.heapify(self._heap)
         return gone
 
@@ -278,19 +279,21 @@ class TimerQueue:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        while self._heap and self._due.get(self._heap[0][2]) != self._heap[0][1]:
-            heapq.heappop(self._heap)    # cancelled or set again
-        if self._heap:
-            self._timer = self.clock.call_at(self._heap[0][0], self._fire)
+        heap, due = self._heap, self._due
+        while heap and due.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)    # cancelled or set again
+        if heap:
+            self._timer = self.clock.call_at(heap[0][0], self._fire)
 
     def _fire(self) -> None:
         self._timer = None
         now = self.clock.now()
-        while self._heap and self._heap[0][0] <= now:
-            t, seq, key = heapq.heappop(self._heap)
-            if self._due.get(key) != seq:
+        heap, due = self._heap, self._due
+        while heap and heap[0][0] <= now:
+            t, key = heapq.heappop(heap)
+            if due.get(key) != t:
                 continue
-            del self._due[key]
+            del due[key]
             try:
                 self.callback(key)
             except Exception:

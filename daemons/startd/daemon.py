@@ -166,17 +166,18 @@ class StartdDaemon(ReportsMixin, Daemon):
         c = slot.claim
         assert c is not None
         self.log.info("%s: starting job %s for %.0f s", machine.name_of(slot), c.job_id, end - now)
-        # Keyed by the claim's own id, not the request's copy of it (116 bytes a busy slot).
-        self._job_ends.set(c.id, end)
+        # Keyed by the number of the claim's id (claimids.py), not a copy of the id.
+        self._job_ends.set(c.seq, end)
         self._changed()
         return True, "", now
 
-    def _job_done(self, claim_id: str) -> None:
+    def _job_done(self, claim_number: int) -> None:
         assert self.model is not None
-        found = self.model.find_claim(claim_id)
+        found = self.model.claim_numbered(claim_number)
         if found is None:
             return
         machine, slot = found
+        claim_id = self.model.ids.text(claim_number)
         ev = machine.finish_job(slot, self.clock.now())
         if ev is not None:
             self.jobs_finished += 1
@@ -231,8 +232,18 @@ class StartdDaemon(ReportsMixin, Daemon):
         self.log.info("%s: drain %s cancelled", host, d.request_id)
         self._changed()
 
+    def _forget_claim(self, claim_id: str, *, preempt: bool = True) -> None:
+        """Cancel a claim's timers: its job's end, a drain's eviction, a preemption's next step."""
+        self._cancel_job_end(claim_id)
+        self._cancel_timer(f"evict:{claim_id}")
+        if preempt:
+            self._cancel_timer(f"preempt:{claim_id}")
+
+    def _cancel_job_end(self, claim_id: str) -> None:
+        assert self.model is not None
+        self._job_ends.cancel(self.model.ids.number(claim_id))
+
     def _cancel_timer(self, key: str) -> None:
-        self._job_ends.cancel(key)
         t = self._timers.pop(key, None)
         if t is not None:
             t.cancel()
@@ -245,7 +256,7 @@ class StartdDaemon(ReportsMixin, Daemon):
         if found is None:
             return
         machine, slot = found
-        self._cancel_timer(claim_id)
+        self._cancel_job_end(claim_id)
         how = machine.drain.how if machine.drain is not None else "quick"
         ev = machine.release(slot, self.clock.now(), f"evicted by a {how} drain of {machine.host}")
         if ev is not None:
@@ -279,9 +290,7 @@ class StartdDaemon(ReportsMixin, Daemon):
                 self.log.info("%s: preempting claim released (%s)", name, reason)
                 n += 1
                 continue
-            self._cancel_timer(cid)
-            self._cancel_timer(f"evict:{cid}")
-            self._cancel_timer(f"preempt:{cid}")
+            self._forget_claim(cid)
             machine.release(slot, now, reason)
             self.log.info("%s: claim released (%s)", name, reason)
             preemption.take_over(machine, slot, now)
@@ -330,9 +339,7 @@ class StartdDaemon(ReportsMixin, Daemon):
         # Never lose a claim to the pool's own lag: the lease is stretched by it.
         events = self.model.expire_leases(self.clock.now(), self.lag_allowance_s())
         for ev in events:
-            self._cancel_timer(ev.claim_id)
-            self._cancel_timer(f"evict:{ev.claim_id}")
-            self._cancel_timer(f"preempt:{ev.claim_id}")
+            self._forget_claim(ev.claim_id)
             self.log.info("%s: %s", ev.slot_name, ev.reason)
             self._queue_event(ev)
         for m in self.model.machines.values():
@@ -362,8 +369,7 @@ class StartdDaemon(ReportsMixin, Daemon):
             ev = shared.outbox.pop(0)
             if ev.kind == "evicted":
                 self.jobs_evicted += 1
-                self._cancel_timer(ev.claim_id)
-                self._cancel_timer(f"evict:{ev.claim_id}")
+                self._forget_claim(ev.claim_id, preempt=False)
             self._queue_event(ev)
 
     def _preempt_tick(self, claim_id: str) -> None:

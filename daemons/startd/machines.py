@@ -9,42 +9,48 @@ import sys
 from typing import Callable, Iterable
 
 from daemons.startd.config import StartdConfig
-from daemons.startd.slots import ClaimIds, JobEvent, Machine, Shared, Slot, new_secret
+from daemons.startd.claimids import ClaimIds
+from daemons.startd.slots import JobEvent, Machine, Shared, Slot
 
 
 class Startd:
     """The machines of one startd process, with indexes from claim ids to slots."""
 
     def __init__(self, hosts: list[str], cfg: StartdConfig, address: str, now: float,
-                 secret: Callable[[], str] = new_secret,
+                 secret: Callable[[int], str] | None = None,
                  machine_groups: "list[tuple[list[str], StartdConfig]] | None" = None) -> None:
         """`hosts` configured by `cfg`, then each group's hosts by its own configuration;
         `cfg` is also the process's (its claim lease)."""
         self.cfg = cfg
         self.ids = ClaimIds(address, now, secret)
-        self.registry: dict[str, Slot] = {}
+        self.registry: dict[int, Slot] = {}   # claim id numbers (claimids.py) -> slots
         self.shared = Shared()
         self.machines = {h: Machine(h, group_cfg, address, now, self.ids, self.registry, self.shared)
                          for group_hosts, group_cfg in [(hosts, cfg), *(machine_groups or [])] for h in group_hosts}
 
-    def _lookup(self, key: str) -> tuple[Machine, Slot] | None:
-        slot = self.registry.get(key)
+    def _lookup(self, n: int) -> tuple[Machine, Slot] | None:
+        slot = self.registry.get(n) if n else None
         machine = slot.machine if slot is not None else None
         if machine is None or machine.slots.get(slot.short_name) is not slot:   # (a deleted dynamic slot)
             return None
         return machine, slot
 
     def find_capability(self, capability: str) -> tuple[Machine, Slot] | None:
-        found = self._lookup(capability)
-        return found if found is not None and found[1].capability == capability else None
+        n = self.ids.number(capability)
+        found = self._lookup(n)
+        return found if found is not None and found[1].cap == n else None
 
     def find_claim(self, claim_id: str) -> tuple[Machine, Slot] | None:
         """The slot a claim id belongs to: its current claim, or a preempting claim waiting for it."""
-        found = self._lookup(claim_id)
+        return self.claim_numbered(self.ids.number(claim_id))
+
+    def claim_numbered(self, n: int) -> tuple[Machine, Slot] | None:
+        """find_claim by the number of the id (claimids.py)."""
+        found = self._lookup(n)
         if found is None:
             return None
         s = found[1]
-        if (s.claim is not None and s.claim.id == claim_id) or (s.pre is not None and s.pre.id == claim_id):
+        if (s.claim is not None and s.claim.seq == n) or (s.pre is not None and s.pre.seq == n):
             return found
         return None
 
@@ -56,12 +62,13 @@ class Startd:
         unknown = []
         schedd_address = sys.intern(schedd_address)
         for cid in claim_ids:
-            found = self.find_claim(cid)
+            n = self.ids.number(cid)
+            found = self.claim_numbered(n)
             if found is None:
                 unknown.append(cid)
                 continue
             s = found[1]
-            c = s.claim if s.claim is not None and s.claim.id == cid else s.pre
+            c = s.claim if s.claim is not None and s.claim.seq == n else s.pre
             assert c is not None
             c.last_alive = now
             if schedd_address:

@@ -60,13 +60,13 @@ def request_preempting_claim(machine: "Machine", slot: "Slot", job_ad: classad2.
     if rank < current.rank:
         return ClaimOutcome(False, f"{name}: preempting claim doesn't have sufficient rank "
                                    f"({rank:g} < current {current.rank:g}), refusing")
-    pre = Claim(machine.ids.next(), schedd_name, schedd_address, submitter, now, now, rank=rank,
+    pre = Claim(machine.ids, machine.ids.next(), schedd_name, schedd_address, submitter, now, now, rank=rank,
                 job_ad_at_claim=job_ad)
     slot.pre = pre
-    machine.registry[pre.id] = slot
-    if slot.capability:
-        machine.registry.pop(slot.capability, None)
-        slot.capability = ""
+    machine.registry[pre.seq] = slot
+    if slot.cap:
+        machine.registry.pop(slot.cap, None)
+        slot.cap = 0
     why = (f"preempted by {submitter}: machine rank {rank:g} beats {current.rank:g}" if rank > current.rank
            else f"preempted by {submitter} for user priority")
     machine.notes.append(f"{name}: Preempting claim has correct ClaimId; State change: preempting claim based on "
@@ -142,7 +142,7 @@ def take_over(machine: "Machine", slot: "Slot", now: float) -> None:
     slot.claim = pre
     machine.notes.append(f"{machine.name_of(slot)}: the preempting claim of {pre.submitter} now holds the slot")
     _change(machine, slot, CLAIMED, IDLE, now)
-    slot.capability = machine._offer(slot)
+    slot.cap = machine._offer(slot)
     machine.dirty = True
     machine.outbox.append(JobEvent("claim_ready", pre.id, "", machine.name_of(slot), pre.schedd_address, now,
                                    "", slot_ad=machine.slot_ad(slot, now)))
@@ -188,7 +188,7 @@ def withdraw(machine: "Machine", slot: "Slot", now: float) -> None:
     if pre is None:
         return
     slot.pre = None
-    machine.registry.pop(pre.id, None)
+    machine.registry.pop(pre.seq, None)
     machine.dirty = True
     if slot.claim is None:
         return
@@ -197,8 +197,8 @@ def withdraw(machine: "Machine", slot: "Slot", now: float) -> None:
         slot.preempt_reason = ""
         machine.preempting.discard((machine, slot.short_name))
         _change(machine, slot, CLAIMED, BUSY, now)
-    if not slot.capability and not slot.preempt_reason:
-        slot.capability = machine._offer(slot)
+    if not slot.cap and not slot.preempt_reason:
+        slot.cap = machine._offer(slot)
 
 
 def check_preempt(machine: "Machine", now: float) -> list["Slot"]:
@@ -213,9 +213,9 @@ def check_preempt(machine: "Machine", now: float) -> list["Slot"]:
         if policy.never(machine.cfg.policy(slot.spec).preempt):
             continue
         if policy.preempt_now(machine, slot, now):
-            if slot.capability:
-                machine.registry.pop(slot.capability, None)
-                slot.capability = ""
+            if slot.cap:
+                machine.registry.pop(slot.cap, None)
+                slot.cap = 0
             begin(machine, slot, now, PREEMPT_REASON)
             out.append(slot)
     return out

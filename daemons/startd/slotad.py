@@ -126,6 +126,10 @@ def _static_part(machine: "Machine", s: "Slot", start: str) -> _StaticPart:
     return part
 
 
+# A slot's own values, different in every slot ad: printed afresh (ads.items_text).
+UNIQUE_ATTRS = frozenset(("Name", "Capability", "ClaimId", "PublicClaimId", "JobId", "GlobalJobId"))
+
+
 def _parts(machine: "Machine", s: "Slot", now: float, for_eval: bool,
            forecast: dict[str, int] | None) -> tuple[_StaticPart, dict[str, Any], dict[str, Any]]:
     """The slot's static part, what changes with its state (before STARTD_ATTRS in
@@ -156,15 +160,14 @@ def _parts(machine: "Machine", s: "Slot", now: float, for_eval: bool,
     if s.kind is SlotKind.PARTITIONABLE:
         a["NumDynamicSlots"] = len(s.children)
         a["ChildCpus"] = [machine.slots[f"slot{s.slot_id}_{c}"].size.cpus for c in sorted(s.children)]
-    if s.capability:
-        a["Capability"] = s.capability
-        a["ClaimId"] = s.capability
+    if s.cap:
+        a["Capability"] = a["ClaimId"] = s.capability
     c = s.claim
     if c is not None:
         a["RemoteOwner"] = c.submitter
         a["RemoteScheddName"] = c.schedd_name
         a["ClientMachine"] = c.schedd_name
-        a["PublicClaimId"] = c.id.split("#", 1)[0] + "#" + c.id.rsplit("#", 1)[0].split("#", 1)[-1]
+        a["PublicClaimId"] = f"{c.ids.prefix}{c.seq}"   # the id without its secret
         a["TotalClaimRunTime"] = int(max(0.0, now - c.created))
         if c.job_id:
             a["RemoteUser"] = c.submitter
@@ -231,7 +234,7 @@ def slot_ad_and_text(machine: "Machine", s: "Slot", now: float) -> tuple[dict[st
 def _text(static: _StaticPart, a: dict[str, Any], late: dict[str, Any]) -> str:
     if static.text is None or not _disjoint(static, a, late):
         return ads.ad_text(_merged(static, a, late))
-    return "[ " + static.text + "; " + ads.items_text(a) + "; " + ads.items_text(late) + " ]"
+    return "[ " + static.text + "; " + ads.items_text(a, UNIQUE_ATTRS) + "; " + ads.items_text(late) + " ]"
 
 
 def clock_attrs(machine: "Machine", s: "Slot", now: float) -> dict[str, int]:

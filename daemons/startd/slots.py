@@ -1,7 +1,7 @@
 """Slots, claims and emulated jobs of the machines one startd process emulates.
 
-Pure: no asyncio, no gRPC. Time is passed in; claim ids carry a secret from the
-`secrets` module (injectable for tests). Operations return what happened (outcomes, job events) and the daemon
+Pure: no asyncio, no gRPC. Time is passed in; claim ids are numbers printed with a
+secret (daemons/startd/claimids.py). Operations return what happened (outcomes, job events) and the daemon
 wiring turns that into replies, timers, collector updates and schedd notifications.
 
 HTCondor behaviour followed here:
@@ -30,7 +30,6 @@ daemons/startd/machines.py.
 from __future__ import annotations
 
 import re
-import secrets
 import sys
 from dataclasses import dataclass, field
 from enum import Enum
@@ -40,6 +39,7 @@ import classad2
 
 from daemons.core import ads
 from daemons.startd import jobads, policy, sizing
+from daemons.startd.claimids import ClaimIds
 from daemons.startd.config import STANDARD, Resources, SlotTypeSpec, StartdConfig
 from daemons.startd.evalads import EvalAds
 from daemons.startd.slotad import slot_ad, slot_ad_and_text, slot_ad_text, within_resource_limits
@@ -65,7 +65,8 @@ JOB_ATTRS_ADVERTISED = ("AccountingGroup", "ConcurrencyLimits")
 
 @dataclass(slots=True)
 class Claim:
-    id: str
+    ids: ClaimIds
+    seq: int                    # its claim id's number (claimids.py): `id` prints it
     schedd_name: str
     schedd_address: str
     submitter: str
@@ -91,6 +92,10 @@ class Claim:
         self.schedd_name = sys.intern(self.schedd_name)
         self.schedd_address = sys.intern(self.schedd_address)
         self.submitter = sys.intern(self.submitter)
+
+    @property
+    def id(self) -> str:
+        return self.ids.text(self.seq)
 
     @property
     def job_ad(self) -> classad2.ClassAd | None:
@@ -132,7 +137,8 @@ class Slot:
     activity: str
     entered_state: float
     entered_activity: float
-    capability: str = ""   # the claim id a match carries (unclaimed slot; a claimed slot's preempting claim)
+    cap: int = 0           # the number of the claim id a match carries (unclaimed slot; a claimed
+                           # slot's offer for a preempting claim); 0: none. `capability` prints it.
     claim: Claim | None = None
     children: set[int] | frozenset[int] = NO_CHILDREN   # a p-slot's dynamic slots (sub ids): its own set
     pre: Claim | None = None          # a preempting claim waiting for the current one to end (HTCondor's r_pre)
@@ -146,6 +152,10 @@ class Slot:
     @property
     def type_id(self) -> int:
         return self.spec.type_id
+
+    @property
+    def capability(self) -> str:
+        return self.machine.ids.text(self.cap) if self.cap and self.machine is not None else ""
 
     @property
     def short_name(self) -> str:
@@ -192,30 +202,6 @@ class ClaimOutcome:
     pending: bool = False      # a preempting claim: the slot is the schedd's once its claim_ready event comes
 
 
-def new_secret() -> str:
-    """128 bits from the operating system's CSPRNG: a claim id cannot be guessed."""
-    return secrets.token_hex(16)
-
-
-class ClaimIds:
-    """Claim ids in HTCondor's shape: <address>#<startd start>#<sequence>#<secret>.
-
-    The first three parts are public (PublicClaimId shows them); the secret is what
-    makes a claim id a capability, so it comes from `secrets`, never from a seeded
-    generator (whose output a caller who knows the seed could predict).
-    """
-
-    def __init__(self, address: str, started: float, secret: Callable[[], str] = new_secret) -> None:
-        self.address = address
-        self.started = int(started)
-        self.secret = secret
-        self.seq = 0
-
-    def next(self) -> str:
-        self.seq += 1
-        return f"<{self.address}>#{self.started}#{self.seq}#{self.secret()}"
-
-
 _SLEEP_ARG = re.compile(r"^\s*(\d+(?:\.\d+)?)([smhd]?)\b")
 _SLEEP_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -257,14 +243,14 @@ class Machine:
                  "drain", "total_drains", "wrl", "outbox", "notes", "preempting", "packer", "eval_ads")
 
     def __init__(self, host: str, cfg: StartdConfig, address: str, now: float, ids: ClaimIds,
-                 registry: "dict[str, Slot] | None" = None,
+                 registry: "dict[int, Slot] | None" = None,
                  shared: "Shared | None" = None) -> None:
         self.host = host
         self.cfg = cfg
         self.address = address
         self.ids = ids
-        # claim id or capability -> its slot, shared by a startd's machines
-        self.registry: dict[str, Slot] = registry if registry is not None else {}
+        # claim id or capability (its number) -> its slot, shared by a startd's machines
+        self.registry: dict[int, Slot] = registry if registry is not None else {}
         self.slots: dict[str, Slot] = {}
         self.deleted: list[str] = []   # names of deleted dynamic slots not yet invalidated
         # What the collector has not seen: every slot's ad (`dirty`: a change of the machine,
@@ -291,10 +277,10 @@ class Machine:
             for _ in range(t.count):
                 slot_id += 1
                 kind = SlotKind.PARTITIONABLE if t.partitionable else SlotKind.STATIC
-                s = Slot(slot_id, 0, kind, t, t.size, t.size, UNCLAIMED, IDLE, now, now, capability=ids.next(),
+                s = Slot(slot_id, 0, kind, t, t.size, t.size, UNCLAIMED, IDLE, now, now, cap=ids.next(),
                          children=set() if t.partitionable else NO_CHILDREN, machine=self)
                 self.slots[s.short_name] = s
-                self.registry[s.capability] = s
+                self.registry[s.cap] = s
         self.refresh_owner(now)
 
     def name_of(self, slot: Slot) -> str:
@@ -366,11 +352,11 @@ class Machine:
             return ClaimOutcome(False, f"{self.name_of(slot)}: the slot's Requirements (START) reject the job")
         rank = policy.rank(self, slot, job_ad, now)
         if slot.kind is SlotKind.STATIC:
-            claim = Claim(self.ids.next(), schedd_name, schedd_address, submitter, now, now, rank=rank)
+            claim = Claim(self.ids, self.ids.next(), schedd_name, schedd_address, submitter, now, now, rank=rank)
             slot.claim = claim
-            self.registry.pop(slot.capability, None)
-            slot.capability = self._offer(slot)
-            self.registry[claim.id] = slot
+            self.registry.pop(slot.cap, None)
+            slot.cap = self._offer(slot)
+            self.registry[claim.seq] = slot
             slot.set_state(CLAIMED, IDLE, now)
             self.touch(slot)
             a, text = slot_ad_and_text(self, slot, now)
@@ -392,14 +378,14 @@ class Machine:
         sub_id = 1
         while sub_id in slot.children:
             sub_id += 1
-        claim = Claim(self.ids.next(), schedd_name, schedd_address, submitter, now, now, rank=rank)
+        claim = Claim(self.ids, self.ids.next(), schedd_name, schedd_address, submitter, now, now, rank=rank)
         d = Slot(slot.slot_id, sub_id, SlotKind.DYNAMIC, slot.spec, size, size, CLAIMED, IDLE, now, now,
                  claim=claim, machine=self)
-        d.capability = self._offer(d)
+        d.cap = self._offer(d)
         slot.children.add(sub_id)
         slot.free = slot.free - size
         self.slots[d.short_name] = d
-        self.registry[claim.id] = d
+        self.registry[claim.seq] = d
         if self.name_of(d) in self.deleted:
             self.deleted.remove(self.name_of(d))
         self.touch(slot, d)
@@ -410,8 +396,8 @@ class Machine:
             out.leftover_claim_id = slot.capability
         return out
 
-    def _offer(self, slot: Slot) -> str:
-        """A fresh claim id that a claimed slot offers for a preempting claim."""
+    def _offer(self, slot: Slot) -> int:
+        """A fresh claim id (its number) that a claimed slot offers for a preempting claim."""
         cap = self.ids.next()
         self.registry[cap] = slot
         return cap
@@ -490,15 +476,15 @@ class Machine:
             event = JobEvent("evicted", c.id, c.job_id, self.name_of(slot), c.schedd_address, now, reason,
                              c.job_start)
         slot.claim = None
-        self.registry.pop(c.id, None)
+        self.registry.pop(c.seq, None)
         slot.retire_until = slot.vacate_until = 0.0
         slot.preempt_reason = ""
         if slot.pre is not None:
             self.dirty = True
             return event   # the slot stays; preemption.take_over gives it to the preempting claim
-        if slot.capability:
-            self.registry.pop(slot.capability, None)
-            slot.capability = ""
+        if slot.cap:
+            self.registry.pop(slot.cap, None)
+            slot.cap = 0
         if slot.kind is SlotKind.DYNAMIC:
             parent = self.slots[f"slot{slot.slot_id}"]
             parent.free = parent.free + slot.size
@@ -508,8 +494,8 @@ class Machine:
             self.touch(parent)
         else:
             self.touch(slot)
-            slot.capability = self.ids.next()
-            self.registry[slot.capability] = slot
+            slot.cap = self.ids.next()
+            self.registry[slot.cap] = slot
             slot.set_state(DRAINED if self.drain is not None else UNCLAIMED,
                            RETIRING if self.drain is not None else IDLE, now)
             self.refresh_owner(now)

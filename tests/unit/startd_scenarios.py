@@ -8,7 +8,6 @@ Regenerate (only when a slot ad is meant to change): HTCPOOL_WRITE_STARTD_ADS=1
 """
 from __future__ import annotations
 
-import itertools
 from typing import Callable
 
 import classad2
@@ -34,9 +33,8 @@ def job(proc: int, **extra: str) -> classad2.ClassAd:
 
 
 def _startd(knobs: dict[str, str], hosts: int = 2) -> Startd:
-    counter = itertools.count(1)
     return Startd([f"h{i}" for i in range(1, hosts + 1)], read_startd_config(Param.from_dict(knobs)),
-                  "127.0.0.1:9618", NOW, secret=lambda: f"s{next(counter):04d}")
+                  "127.0.0.1:9618", NOW, secret=lambda n: f"s{n:04d}")
 
 
 def _texts(sd: Startd, now: float) -> list[str]:
