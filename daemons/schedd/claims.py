@@ -136,14 +136,14 @@ class ClaimsMixin:
             return
         claimed_ad = ads.parse_ad(reply.slot_ad.text, "claimed slot ad")
         claim = ScheddClaim(reply.claim_id, str(ads.get(claimed_ad, "Name", slot_name)), addr, submitter, now,
-                            claimed_ad, None, now, limits=limits)
+                            self.slot_packer.packed(reply.slot_ad.text), None, now, limits=limits)
         self.claims[claim.id] = claim
         self.counters["claims"] += 1
         self.log.info("Claimed %s for job %s (%s)", claim.slot_name, job.id, submitter)
         if reply.leftover_claim_id and reply.HasField("leftover_ad"):
             self.spawn(self._claim_leftover(reply.leftover_ad.text, reply.leftover_claim_id, submitter),
                        f"schedd:leftover:{slot_name}")
-        await self._activate(claim, job)
+        await self._activate(claim, job, claimed_ad)
 
     async def _claim_leftover(self, leftover_text: str, claim_id: str, submitter: str) -> None:
         """CLAIM_PARTITIONABLE_LEFTOVERS: claim what is left of the p-slot for another job at once."""
@@ -158,8 +158,8 @@ class ClaimsMixin:
         job.matched_at = 0.0   # no match of its own: not counted in the activation delays
         self._contact(job, claim_id, leftover_text, submitter, slot_ad=slot_ad)
 
-    async def _activate(self, claim: ScheddClaim, job: Job) -> None:
-        """Start `job` on `claim`.
+    async def _activate(self, claim: ScheddClaim, job: Job, slot_ad: classad2.ClassAd) -> None:
+        """Start `job` on `claim`, whose slot ad `slot_ad` is (parsed: the claim keeps it packed).
 
         The job is marked Running *before* the startd is asked, as HTCondor's schedd
         does when it spawns the shadow: a zero-length job's exit can arrive before the
@@ -170,9 +170,8 @@ class ClaimsMixin:
             # Held or removed while its claim was being made: it must not run. The claim
             # serves another idle job of the submitter that fits, or goes back.
             job.reserved = False
-            other = (scheduling.pick_job_for_slot(self.queue.idle_in_order(claim.submitter),
-                                                  claim.slot_ad, self.clock.now(), self._recycling_limits(claim.limits))
-                     if claim.slot_ad is not None else None)
+            other = scheduling.pick_job_for_slot(self.queue.idle_in_order(claim.submitter), slot_ad,
+                                                 self.clock.now(), self._recycling_limits(claim.limits))
             self.log.info("job %s is no longer idle (status %d) now that %s is claimed for it; %s", job.id,
                           job.status, claim.slot_name, f"job {other.id} takes the claim" if other else
                           "releasing the claim")
@@ -196,9 +195,8 @@ class ClaimsMixin:
         }
         if "JobStartDate" not in job.attrs:
             changes["JobStartDate"] = str(now)
-        if claim.slot_ad is not None:
-            changes.update(machine_attrs.on_start(job.attrs, claim.slot_ad, self.cfg.system_job_machine_attrs,
-                                                  self.cfg.system_job_machine_attrs_history_length))
+        changes.update(machine_attrs.on_start(job.attrs, slot_ad, self.cfg.system_job_machine_attrs,
+                                              self.cfg.system_job_machine_attrs_history_length))
         before = {k: job.attrs.get(k) for k in changes}
         job_ad = job.text()
         claim.job = job.key
@@ -251,19 +249,20 @@ class ClaimsMixin:
         if claim.id not in self.claims:
             return
         if scheduling.claim_reusable(claim, now, self.cfg.claim_worklife_s):
-            assert claim.slot_ad is not None
+            slot_ad = claim.slot_ad
+            assert slot_ad is not None
             job = scheduling.pick_job_for_slot(self.queue.idle_in_order(claim.submitter),
-                                               claim.slot_ad, now, self._recycling_limits(claim.limits))
+                                               slot_ad, now, self._recycling_limits(claim.limits))
             if job is not None:
                 job.reserved = True
                 job.matched_at = 0.0   # no match of its own: not counted in the activation delays
                 self.counters["claim_reuses"] += 1
                 self.log.info("Reusing claim on %s for job %s", claim.slot_name, job.id)
-                await self._activate(claim, job)
+                await self._activate(claim, job, slot_ad)
                 return
             reason = "no idle job matches the slot" + (
                 f" with ConcurrencyLimits {claim.limits!r}" if self.cfg.claim_recycling_consider_limits else "")
-        elif claim.slot_ad is None:
+        elif claim.packed_ad is None:
             reason = "claim reconnected after a restart"
         else:
             reason = f"CLAIM_WORKLIFE ({self.cfg.claim_worklife_s:.0f} s) reached"
@@ -271,23 +270,25 @@ class ClaimsMixin:
 
     async def _claim_ready(self, claim: ScheddClaim, slot_ad_text: str) -> None:
         """A preempting claim now holds its slot: start the job that waited for it."""
+        slot_ad: classad2.ClassAd | None = None
         try:
-            claim.slot_ad = ads.parse_ad(slot_ad_text, "claimed slot ad")
+            slot_ad = ads.parse_ad(slot_ad_text, "claimed slot ad")
+            claim.packed_ad = self.slot_packer.packed(slot_ad_text)
         except ads.AdError as e:
             self.log.warning("claim on %s is ready but carries a bad slot ad: %s", claim.slot_name, e)
-            claim.slot_ad = None
+            claim.packed_ad = None
         claim.pending = False
         claim.created = self.clock.now()
         key, claim.job = claim.job, None
         job = self.queue.jobs.get(key) if key is not None else None
         self.log.info("Claimed %s for job %s (%s) after preemption", claim.slot_name, job.id if job else "?",
                       claim.submitter)
-        if job is None or claim.slot_ad is None:
+        if job is None or slot_ad is None:
             if job is not None:
                 job.reserved = False
             await self._release_claim(claim, "the job that waited for the slot is gone")
             return
-        await self._activate(claim, job)
+        await self._activate(claim, job, slot_ad)
 
     async def on_claim_events(self, events: Iterable[schedd_pb2.ClaimEvent]) -> int:
         accepted = 0

@@ -19,6 +19,7 @@ from typing import Any
 import grpc
 
 from daemons.core import ads
+from daemons.core.adpack import AdPacker
 from daemons.core.clock import PoolClock
 from daemons.core.common import CommonConfig
 from daemons.core.config import ConfigError, Param
@@ -165,6 +166,7 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         self.txlog = txlog.TxLog(cfg.job_queue_log)
         self.history = HistoryFile(cfg.history_file)
         self.claims: dict[str, ScheddClaim] = {}
+        self.slot_packer = AdPacker()   # the claims' slot ads, kept packed (core/adpack.py)
         # startd address -> keepalives in flight there (pool time sent, task)
         self._keepalives: dict[str, list[tuple[float, asyncio.Task]]] = {}
         # When each startd was last heard from (a claim or activation answered, job events

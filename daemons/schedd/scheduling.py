@@ -7,6 +7,7 @@ from typing import Callable, Iterable
 import classad2
 
 from daemons.core import ads
+from daemons.core.adpack import PackedAd
 from daemons.schedd.jobqueue import Job, JobQueue
 from daemons.schedd.submit import IDLE
 
@@ -19,13 +20,21 @@ class ScheddClaim:
     startd_address: str
     submitter: str
     created: float
-    slot_ad: classad2.ClassAd | None   # None after a restart: the claim is then not reused
+    # The claimed slot's ad, for reusing the claim, packed (about 35 bytes where the parsed
+    # ad is 8 KB; a schedd holds one per running job). None after a restart: the claim is
+    # then not reused.
+    packed_ad: PackedAd | None
     job: tuple[int, int] | None = None
     last_alive_ok: float = 0.0
     # A preempting claim: the startd gives the slot once the current claim has retired
     # and been vacated (a CLAIM_READY event); `job` is then the job waiting for it.
     pending: bool = False
     limits: str = ""                   # ConcurrencyLimits of the job the negotiator matched (claim recycling)
+
+    @property
+    def slot_ad(self) -> classad2.ClassAd | None:
+        """The claimed slot's ad, parsed afresh."""
+        return self.packed_ad.parse() if self.packed_ad is not None else None
 
 
 @dataclass
@@ -140,7 +149,7 @@ def claim_reusable(claim: ScheddClaim, now: float, worklife_s: float) -> bool:
 
     0 means one job per claim; a negative value means forever.
     """
-    if claim.slot_ad is None:
+    if claim.packed_ad is None:
         return False
     if worklife_s < 0:
         return True

@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import classad2
 
-from daemons.core import ads
-from daemons.startd import jobads, policy, sizing
+from daemons.core import adpack, ads
+from daemons.startd import policy, sizing
 from daemons.startd.claimids import ClaimIds
 from daemons.startd.config import STANDARD, Resources, SlotTypeSpec, StartdConfig
 from daemons.startd.evalads import EvalAds
@@ -78,7 +78,7 @@ class Claim:
     evict_at: float = 0.0       # a drain's eviction time for the job, if it will not finish first
     rank: float = 0.0           # the slot's RANK for the claim's job: CurrentRank (PreemptingRank while waiting)
     job_ad_at_claim: classad2.ClassAd | None = None   # a preempting claim's request, until it takes the slot
-    # The running job's ad, packed (jobads.py: about 40 bytes, where a parsed classad2 ad
+    # The running job's ad, packed (core/adpack.py: about 40 bytes, where a parsed classad2 ad
     # costs 5 KB), parsed again only when a policy expression needs it as TARGET. What
     # every slot ad needs from it is taken out once.
     job_zdict: bytes = b""     # the dictionary it was packed against (shared by many claims)
@@ -100,9 +100,9 @@ class Claim:
     @property
     def job_ad(self) -> classad2.ClassAd | None:
         """The running job's ad (a fresh parse: changes to it are not kept)."""
-        return jobads.unpack(self.job_zdict, self.job_packed) if self.job_packed else None
+        return adpack.unpack(self.job_zdict, self.job_packed) if self.job_packed else None
 
-    def hold_job(self, ad: classad2.ClassAd, packer: jobads.JobAdPacker) -> None:
+    def hold_job(self, ad: classad2.ClassAd, packer: adpack.AdPacker) -> None:
         self.job_zdict, self.job_packed = packer.pack(ad)
         self.job_advertised = tuple((attr, v) for attr in JOB_ATTRS_ADVERTISED
                                     if isinstance(v := ads.get(ad, attr), str))
@@ -231,7 +231,7 @@ class Shared:
     outbox: list[JobEvent] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     preempting: set = field(default_factory=set)
-    packer: jobads.JobAdPacker = field(default_factory=jobads.JobAdPacker)
+    packer: adpack.AdPacker = field(default_factory=adpack.AdPacker)
     eval_ads: EvalAds = field(default_factory=EvalAds)
 
 

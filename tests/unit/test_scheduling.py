@@ -1,6 +1,7 @@
 """daemons/schedd/scheduling.py: job order, picking a job for a slot, claim reuse."""
 import classad2
 
+from daemons.core.adpack import AdPacker
 from daemons.schedd import txlog
 from daemons.schedd.jobqueue import JobQueue
 from daemons.schedd.scheduling import ScheddClaim, claim_reusable, idle_jobs, job_order, pick_job_for_slot
@@ -75,7 +76,7 @@ def test_pick_nothing_matches():
 
 def claim(created=1000.0, slot=True):
     return ScheddClaim("cid", "slot1_1@h", "<10.0.0.1:9618>", "alice@example.org", created,
-                       slot_ad() if slot else None)
+                       AdPacker().packed(repr(slot_ad())) if slot else None)
 
 
 def test_worklife_zero_is_one_job_per_claim():
@@ -93,3 +94,14 @@ def test_negative_worklife_is_forever():
 
 def test_claim_without_slot_ad_is_not_reused():
     assert claim_reusable(claim(slot=False), 1001.0, -1) is False
+
+
+def test_a_claims_slot_ad_is_kept_packed_and_parses_back_equal():
+    packer = AdPacker()
+    first, second = slot_ad(), slot_ad(start="TARGET.Owner == \"bob\"")
+    a = ScheddClaim("cid", "slot1_1@h", "<10.0.0.1:9618>", "alice@example.org", NOW, packer.packed(repr(first)))
+    b = ScheddClaim("cid2", "slot1_2@h", "<10.0.0.1:9618>", "bob@example.org", NOW, packer.packed(repr(second)))
+    assert a.slot_ad == first and b.slot_ad == second
+    assert a.slot_ad is not a.slot_ad                       # a fresh parse each time: nothing parsed is kept
+    assert b.packed_ad.zdict is a.packed_ad.zdict           # packed against the first, which it resembles
+    assert len(b.packed_ad.data) * 4 < len(repr(second))

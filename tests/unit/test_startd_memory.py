@@ -17,7 +17,7 @@ from daemons.core.collector_client import UPDATE_CHUNK_ADS, iter_update_chunks, 
 from daemons.startd import policy
 from daemons.startd.config import Resources, SlotPolicy, SlotTypeSpec, StartdConfig
 from daemons.startd.daemon import machine_ad_texts
-from daemons.startd.jobads import JobAdPacker, unpack
+from daemons.core.adpack import AdPacker, unpack
 from daemons.startd.machines import Startd
 from daemons.startd.slots import NO_CHILDREN
 from tests.unit.startd_scenarios import SCENARIOS
@@ -100,7 +100,7 @@ def test_job_ads_of_one_startd_are_packed_against_one_dictionary():
 
 
 def test_a_job_ad_unlike_the_dictionary_becomes_the_next_one():
-    packer = JobAdPacker()
+    packer = AdPacker()
     a = job(ProcId="1")
     other = classad2.ClassAd("[" + "; ".join(f"Other{i} = {i * 7919}" for i in range(60)) + "]")
     za, pa = packer.pack(a)
