@@ -30,7 +30,8 @@ matches while the cycle is still running, as HTCondor's does, so on a small
 machine the cycle's wall time includes waiting for a busy schedd; the CPU time is
 the negotiator's own.
 
-Memory: each daemon's peak RSS (VmHWM), read after the cycle; the startds' once the
+Memory: each daemon's peak RSS (VmHWM), read after the cycle (the schedd's again once it
+holds the running jobs' claims, `schedd_peak_with_claims_mb`); the startds' once the
 matched jobs run on them (the schedd is still claiming when the cycle ends, and what a
 startd holds per slot is largest when the slot is busy). `startd_bytes_per_slot` is the
 startd processes' peaks summed, over the slot count; `startd_pss_mb` adds each startd's
@@ -323,6 +324,10 @@ async def _run_size(slots: int, args: argparse.Namespace, state: Path, emit: Cal
                  f"{out['claims_settle_s']:.1f} s after the cycle (CPU s meanwhile: "
                  + ", ".join(f"{k} {v:.1f}" for k, v in out["cpu_during_claims_s"].items()) + ")")
             peaks.update({k: round(v, 1) for k, d in startds.daemons.items() if (v := peak_rss_mb(d.pid)) is not None})
+            # The schedd's peak once it holds the claims (the figure per idle job is read before).
+            schedd = core.daemons.get("schedd")
+            if schedd is not None and (v := peak_rss_mb(schedd.pid)) is not None:
+                out["schedd_peak_with_claims_mb"] = round(v, 1)
             out["startd_pss_mb"] = {k: round(v, 1) for k, d in startds.daemons.items()
                                     if (v := pss_mb(d.pid)) is not None}
             out["peak_rss_mb"] = peaks
@@ -428,6 +433,9 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
                          f"{r.get('startd_bytes_per_slot', 0):,} B per slot (startds read with "
                          f"{r.get('jobs_running', 0):,} jobs running; their PSS "
                          f"{sum((r.get('startd_pss_mb') or {}).values()):.0f} MB)")
+            if "schedd_peak_with_claims_mb" in r:
+                lines.append(f"  {'':>7} schedd's peak once it holds the {r.get('jobs_running', 0):,} running "
+                             f"jobs' claims: {r['schedd_peak_with_claims_mb']:.0f} MB")
     lines.append("  set-up per size (wall s): submit / advertise / whole run:")
     for r in rows:
         if "submit_s" in r:
