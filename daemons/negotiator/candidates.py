@@ -89,13 +89,16 @@ class Group:
         return self.members[0]
 
 
+NO_ADDRESS = "<0.0.0.0:0>"   # a match's startd_address when the slot ad has no StartdIpAddr string
+
+
 @dataclass(frozen=True)
 class Match:
     slot_name: str
     claim_id: str
     slot_ad_text: str
     ranks: tuple[float, float, float]
-    startd_address: str = "<0.0.0.0:0>"
+    startd_address: str = NO_ADDRESS
     cost: float = 1.0                               # what the submitter is charged (slot weight)
     consumed: tuple[tuple[str, int], ...] = ()      # a consumption policy's split, for the startd
     jobs_in_slot: int = 1                           # HTCondor's jobsInSlot (NEGOTIATOR_DEPTH_FIRST)

@@ -30,10 +30,10 @@ from typing import Any, Callable, Sequence
 import classad2
 
 from daemons.core import ads
-from daemons.negotiator.candidates import (NO_MATCH, NO_PREEMPTION, PREEMPTION_REQUIREMENTS_FALSE, PRIO_PREEMPTION,
-                                           SUBMITTER_LIMIT, Candidate, Group, Match, MatchPolicy, Rejection,
-                                           claim_policy, consumption_resources, cp_fits, job_rank, rank_value,
-                                           symmetric_match, target_names)
+from daemons.negotiator.candidates import (NO_ADDRESS, NO_MATCH, NO_PREEMPTION, PREEMPTION_REQUIREMENTS_FALSE,
+                                           PRIO_PREEMPTION, SUBMITTER_LIMIT, Candidate, Group, Match, MatchPolicy,
+                                           Rejection, claim_policy, consumption_resources, cp_fits, job_rank,
+                                           rank_value, symmetric_match, target_names)
 from daemons.negotiator.fairshare import permits
 from daemons.negotiator.preemption import Preemption
 from daemons.negotiator.significant import REMOVED
@@ -519,7 +519,7 @@ class Matchmaker:
             limits = lim if isinstance(lim, str) else ""
         self._take(group, c, consumed)
         addr = c.view.string("StartdIpAddr")
-        return Match(c.name, c.claim_id, text, ranks, addr if isinstance(addr, str) else "<0.0.0.0:0>", cost,
+        return Match(c.name, c.claim_id, text, ranks, addr if isinstance(addr, str) else NO_ADDRESS, cost,
                      tuple(sorted(consumed.items())), jobs_in_slot, preempting, state, prio, old, new, limits)
 
     def _jobs_in_slot(self, request: classad2.ClassAd, c: Candidate) -> int:

@@ -10,6 +10,7 @@ import grpc
 
 from daemons.core.log import EACH_LINE_STAMPED
 from daemons.core.log import lines as joined_lines
+from daemons.negotiator.candidates import NO_ADDRESS
 from daemons.negotiator.cycle import Outcome, Session
 from daemons.pb.htcpool import schedd_pb2
 
@@ -38,6 +39,9 @@ class Outgoing:
                 m.claim_id = o.match.claim_id
                 m.slot_ad.text = o.match.slot_ad_text
                 m.preempting = o.match.preempting
+                if o.match.startd_address != NO_ADDRESS:
+                    m.slot_name = o.match.slot_name
+                    m.startd_address = o.match.startd_address
                 if o.match.consumed:
                     m.consumed.update(dict(o.match.consumed))
             else:

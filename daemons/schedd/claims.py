@@ -8,6 +8,7 @@ moves to the history.
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections import defaultdict
 from dataclasses import replace
 from typing import Iterable
@@ -50,14 +51,23 @@ class ClaimsMixin:
 
     def _contact(self, job: Job, claim_id: str, slot_ad_text: str, submitter: str,
                  consumed: dict[str, int] | None = None, limits: str = "",
-                 slot_ad: classad2.ClassAd | None = None) -> None:
+                 slot_ad: classad2.ClassAd | None = None, where: tuple[str, str] = ("", "")) -> None:
         """Claim a matched slot and start the job, in the background. With
         MAX_PENDING_STARTD_CONTACTS the claims wait in one queue (HTCondor's startd contact
         queue) and that many workers take them in order: a cycle's 50,000 matches are 50,000
         queue entries, not 50,000 tasks waiting on a semaphore. `limits`: the concurrency
         limits the negotiator counted this match against ("" for leftovers, which the
-        negotiator never saw). `slot_ad`: the slot ad already parsed, if it is."""
-        item = (job, claim_id, slot_ad_text, submitter, consumed, limits, slot_ad)
+        negotiator never saw). `slot_ad`: the slot ad already parsed, if it is. `where`: the
+        slot's name and its startd's address, if the negotiator gave them; the text of the
+        slot ad is then not kept while the claim waits (a queue of 46,000 matches kept 80 MB
+        of them)."""
+        name, address = where
+        if slot_ad is None and name and address:
+            # Every slot of a startd has the same address: one string for them all.
+            slot_ad_text, where = "", (name, sys.intern(_strip_addr(address)))
+        else:
+            where = ("", "")
+        item = (job, claim_id, slot_ad_text, submitter, consumed, limits, slot_ad, where)
         limit = self.cfg.max_pending_startd_contacts
         if limit <= 0:
             self.spawn(self._contact_one(item), f"schedd:claim:{job.id}")
@@ -91,11 +101,10 @@ class ClaimsMixin:
         finally:
             counts["pending"] -= 1
 
-    async def _claim_and_run_now(self, job: Job, claim_id: str, slot_ad_text: str, submitter: str,
-                                 consumed: dict[str, int] | None = None, limits: str = "",
-                                 slot_ad: classad2.ClassAd | None = None) -> None:
-        # The startd's address and the slot's name, read from the text when they are plain
-        # strings (a match's ad is not needed parsed for anything else).
+    def _where(self, job: Job, slot_ad_text: str, slot_ad: classad2.ClassAd | None) -> tuple[str, str] | None:
+        """The slot's name and its startd's address, from its ad: read from the text when they
+        are plain strings (a match's ad is not needed parsed for anything else). None, and
+        the job free again, if the ad does not parse."""
         known = ads.string_values(slot_ad_text, _WHERE) if slot_ad is None else None
         if known is None and slot_ad is None:
             try:
@@ -103,12 +112,22 @@ class ClaimsMixin:
             except ads.AdError as e:
                 job.reserved = False
                 self.log.warning("match for job %s carries a bad slot ad: %s", job.id, e)
-                return
+                return None
         if known is None:
             assert slot_ad is not None
             known = {n: v for n in _WHERE if isinstance(v := ads.get(slot_ad, n), str)}
-        addr = _strip_addr(known.get("StartdIpAddr") or known.get("MyAddress") or "")
-        slot_name = known.get("Name") or "?"
+        return known.get("Name") or "?", _strip_addr(known.get("StartdIpAddr") or known.get("MyAddress") or "")
+
+    async def _claim_and_run_now(self, job: Job, claim_id: str, slot_ad_text: str, submitter: str,
+                                 consumed: dict[str, int] | None = None, limits: str = "",
+                                 slot_ad: classad2.ClassAd | None = None,
+                                 where: tuple[str, str] = ("", "")) -> None:
+        slot_name, addr = where
+        if not addr:
+            found = self._where(job, slot_ad_text, slot_ad)
+            if found is None:
+                return
+            slot_name, addr = found
         try:
             reply = await self.startd_calls.request_claim(addr, startd_pb2.RequestClaimRequest(
                 claim_id=claim_id, job_ad=common_pb2.ClassAd(text=job.text()), schedd_name=self.name,

@@ -79,7 +79,9 @@ class NegotiationMixin:
         return batch, session.position >= len(session.requests)
 
     def on_match(self, session: NegotiationSession, request_id: str, claim_id: str, slot_ad_text: str,
-                 consumed: dict[str, int] | None = None) -> None:
+                 consumed: dict[str, int] | None = None, where: tuple[str, str] = ("", "")) -> None:
+        """`where`: the slot's name and its startd's address, as the negotiator read them
+        (empty if it did not); the match's slot ad text is then not kept for the claim."""
         req = session.by_id.get(request_id)
         session.matches += 1
         job = req.next_job() if req is not None else None
@@ -103,7 +105,7 @@ class NegotiationMixin:
         job.reserved = True
         job.matched_at = self.clock.now()
         self.counters["matches"] += 1
-        self._contact(job, claim_id, slot_ad_text, session.submitter, consumed or None, limits)
+        self._contact(job, claim_id, slot_ad_text, session.submitter, consumed or None, limits, where=where)
 
     def on_reject(self, session: NegotiationSession, request_id: str, reason: str) -> None:
         """Skip the rest of the autocluster this cycle; its jobs all carry the reason."""

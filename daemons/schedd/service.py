@@ -153,13 +153,15 @@ class ScheddService(pb_grpc.ScheddServicer):
                                                  ad=common_pb2.ClassAd(text=r.job.text())) for r in batch],
                     no_more=no_more))
             elif kind == "match":
-                self.d.on_match(session, msg.match.request_id, msg.match.claim_id, msg.match.slot_ad.text,
-                                dict(msg.match.consumed))
+                m = msg.match
+                self.d.on_match(session, m.request_id, m.claim_id, m.slot_ad.text, dict(m.consumed),
+                                (m.slot_name, m.startd_address))
             elif kind == "outcomes":
                 for o in msg.outcomes.outcomes:
                     if o.WhichOneof("outcome") == "match":
                         m = o.match
-                        self.d.on_match(session, m.request_id, m.claim_id, m.slot_ad.text, dict(m.consumed))
+                        self.d.on_match(session, m.request_id, m.claim_id, m.slot_ad.text, dict(m.consumed),
+                                        (m.slot_name, m.startd_address))
                     else:
                         self.d.on_reject(session, o.reject.request_id, o.reject.reason)
             elif kind == "reject":

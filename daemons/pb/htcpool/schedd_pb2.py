@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from daemons.pb.htcpool import common_pb2 as htcpool_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14htcpool/schedd.proto\x12\nhtcpool.v1\x1a\x14htcpool/common.proto\"|\n\rSubmitRequest\x12\x1a\n\x12submit_description\x18\x01 \x01(\t\x12\x13\n\x0bsubmit_file\x18\x02 \x01(\t\x12\r\n\x05owner\x18\x03 \x01(\t\x12+\n\x0bqueue_items\x18\x04 \x03(\x0b\x32\x16.htcpool.v1.QueueItems\")\n\nQueueItems\x12\x0c\n\x04line\x18\x01 \x01(\x05\x12\r\n\x05items\x18\x02 \x03(\t\"0\n\x0bSubmitReply\x12\x12\n\ncluster_id\x18\x01 \x01(\x05\x12\r\n\x05\x63ount\x18\x02 \x01(\x05\"p\n\x10QueryJobsRequest\x12\x12\n\nconstraint\x18\x01 \x01(\t\x12\x12\n\nprojection\x18\x02 \x03(\t\x12\x0f\n\x07history\x18\x03 \x01(\x08\x12\r\n\x05limit\x18\x04 \x01(\x05\x12\x14\n\x0c\x61utoclusters\x18\x05 \x01(\x08\"2\n\x0eQueryJobsReply\x12 \n\x03\x61\x64s\x18\x01 \x03(\x0b\x32\x13.htcpool.v1.ClassAd\"\xc5\x01\n\nActRequest\x12\"\n\x06\x61\x63tion\x18\x01 \x01(\x0e\x32\x12.htcpool.v1.Action\x12\x0f\n\x07job_ids\x18\x02 \x03(\t\x12\x12\n\nconstraint\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x30\n\x05\x65\x64its\x18\x05 \x03(\x0b\x32!.htcpool.v1.ActRequest.EditsEntry\x1a,\n\nEditsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"E\n\x08\x41\x63tReply\x12\x10\n\x08\x61\x66\x66\x65\x63ted\x18\x01 \x01(\x05\x12\x0f\n\x07job_ids\x18\x02 \x03(\t\x12\x16\n\x0e\x64\x65nied_job_ids\x18\x03 \x03(\t\"\xa5\x02\n\x11NegotiatorMessage\x12+\n\x05start\x18\x01 \x01(\x0b\x32\x1a.htcpool.v1.NegotiateStartH\x00\x12\x31\n\rsend_requests\x18\x02 \x01(\x0b\x32\x18.htcpool.v1.SendRequestsH\x00\x12\'\n\x05match\x18\x03 \x01(\x0b\x32\x16.htcpool.v1.MatchFoundH\x00\x12-\n\x06reject\x18\x04 \x01(\x0b\x32\x1b.htcpool.v1.RequestRejectedH\x00\x12\'\n\x03\x65nd\x18\x05 \x01(\x0b\x32\x18.htcpool.v1.NegotiateEndH\x00\x12(\n\x08outcomes\x18\x06 \x01(\x0b\x32\x14.htcpool.v1.OutcomesH\x00\x42\x05\n\x03msg\"\x9e\x01\n\x0eNegotiateStart\x12\x11\n\tsubmitter\x18\x01 \x01(\t\x12\x19\n\x11significant_attrs\x18\x02 \x03(\t\x12\r\n\x05\x63ycle\x18\x03 \x01(\x03\x12\x11\n\tpool_time\x18\x04 \x01(\x01\x12\x16\n\x0ejob_constraint\x18\x05 \x01(\t\x12\x10\n\x08prefetch\x18\x06 \x01(\x08\x12\x12\n\nprefetched\x18\x07 \x01(\x05\"$\n\x0cSendRequests\x12\x14\n\x0cmax_requests\x18\x01 \x01(\x05\"\xd5\x01\n\nMatchFound\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x10\n\x08\x63laim_id\x18\x02 \x01(\t\x12$\n\x07slot_ad\x18\x03 \x01(\x0b\x32\x13.htcpool.v1.ClassAd\x12\x36\n\x08\x63onsumed\x18\x04 \x03(\x0b\x32$.htcpool.v1.MatchFound.ConsumedEntry\x12\x12\n\npreempting\x18\x05 \x01(\t\x1a/\n\rConsumedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"l\n\x07Outcome\x12\'\n\x05match\x18\x01 \x01(\x0b\x32\x16.htcpool.v1.MatchFoundH\x00\x12-\n\x06reject\x18\x02 \x01(\x0b\x32\x1b.htcpool.v1.RequestRejectedH\x00\x42\t\n\x07outcome\"1\n\x08Outcomes\x12%\n\x08outcomes\x18\x01 \x03(\x0b\x32\x13.htcpool.v1.Outcome\"5\n\x0fRequestRejected\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x1e\n\x0cNegotiateEnd\x12\x0e\n\x06reason\x18\x01 \x01(\t\"H\n\rScheddMessage\x12\x30\n\x08requests\x18\x01 \x01(\x0b\x32\x1c.htcpool.v1.ResourceRequestsH\x00\x42\x05\n\x03msg\"U\n\x0fResourceRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x1f\n\x02\x61\x64\x18\x02 \x01(\x0b\x32\x13.htcpool.v1.ClassAd\x12\r\n\x05\x63ount\x18\x03 \x01(\x05\"R\n\x10ResourceRequests\x12-\n\x08requests\x18\x01 \x03(\x0b\x32\x1b.htcpool.v1.ResourceRequest\x12\x0f\n\x07no_more\x18\x02 \x01(\x08\"\xda\x01\n\nClaimEvent\x12\x10\n\x08\x63laim_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12(\n\x04kind\x18\x03 \x01(\x0e\x32\x1a.htcpool.v1.ClaimEventKind\x12\x11\n\tpool_time\x18\x04 \x01(\x01\x12\x11\n\texit_code\x18\x05 \x01(\x05\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x11\n\tslot_name\x18\x07 \x01(\t\x12\x11\n\tjob_start\x18\x08 \x01(\x01\x12$\n\x07slot_ad\x18\t \x01(\x0b\x32\x13.htcpool.v1.ClassAd\"<\n\x12\x43laimEventsRequest\x12&\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x16.htcpool.v1.ClaimEvent\"$\n\x10\x43laimEventsReply\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x05*M\n\x06\x41\x63tion\x12\x16\n\x12\x41\x43TION_UNSPECIFIED\x10\x00\x12\n\n\x06REMOVE\x10\x01\x12\x08\n\x04HOLD\x10\x02\x12\x0b\n\x07RELEASE\x10\x03\x12\x08\n\x04\x45\x44IT\x10\x04*o\n\x0e\x43laimEventKind\x12\x1b\n\x17\x43LAIM_EVENT_UNSPECIFIED\x10\x00\x12\x0e\n\nJOB_EXITED\x10\x01\x12\x0f\n\x0bJOB_EVICTED\x10\x02\x12\x0e\n\nCLAIM_LOST\x10\x03\x12\x0f\n\x0b\x43LAIM_READY\x10\x04\x32\xd8\x02\n\x06Schedd\x12<\n\x06Submit\x12\x19.htcpool.v1.SubmitRequest\x1a\x17.htcpool.v1.SubmitReply\x12\x43\n\x05Query\x12\x1c.htcpool.v1.QueryJobsRequest\x1a\x1a.htcpool.v1.QueryJobsReply0\x01\x12\x33\n\x03\x41\x63t\x12\x16.htcpool.v1.ActRequest\x1a\x14.htcpool.v1.ActReply\x12I\n\tNegotiate\x12\x1d.htcpool.v1.NegotiatorMessage\x1a\x19.htcpool.v1.ScheddMessage(\x01\x30\x01\x12K\n\x0b\x43laimEvents\x12\x1e.htcpool.v1.ClaimEventsRequest\x1a\x1c.htcpool.v1.ClaimEventsReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14htcpool/schedd.proto\x12\nhtcpool.v1\x1a\x14htcpool/common.proto\"|\n\rSubmitRequest\x12\x1a\n\x12submit_description\x18\x01 \x01(\t\x12\x13\n\x0bsubmit_file\x18\x02 \x01(\t\x12\r\n\x05owner\x18\x03 \x01(\t\x12+\n\x0bqueue_items\x18\x04 \x03(\x0b\x32\x16.htcpool.v1.QueueItems\")\n\nQueueItems\x12\x0c\n\x04line\x18\x01 \x01(\x05\x12\r\n\x05items\x18\x02 \x03(\t\"0\n\x0bSubmitReply\x12\x12\n\ncluster_id\x18\x01 \x01(\x05\x12\r\n\x05\x63ount\x18\x02 \x01(\x05\"p\n\x10QueryJobsRequest\x12\x12\n\nconstraint\x18\x01 \x01(\t\x12\x12\n\nprojection\x18\x02 \x03(\t\x12\x0f\n\x07history\x18\x03 \x01(\x08\x12\r\n\x05limit\x18\x04 \x01(\x05\x12\x14\n\x0c\x61utoclusters\x18\x05 \x01(\x08\"2\n\x0eQueryJobsReply\x12 \n\x03\x61\x64s\x18\x01 \x03(\x0b\x32\x13.htcpool.v1.ClassAd\"\xc5\x01\n\nActRequest\x12\"\n\x06\x61\x63tion\x18\x01 \x01(\x0e\x32\x12.htcpool.v1.Action\x12\x0f\n\x07job_ids\x18\x02 \x03(\t\x12\x12\n\nconstraint\x18\x03 \x01(\t\x12\x0e\n\x06reason\x18\x04 \x01(\t\x12\x30\n\x05\x65\x64its\x18\x05 \x03(\x0b\x32!.htcpool.v1.ActRequest.EditsEntry\x1a,\n\nEditsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"E\n\x08\x41\x63tReply\x12\x10\n\x08\x61\x66\x66\x65\x63ted\x18\x01 \x01(\x05\x12\x0f\n\x07job_ids\x18\x02 \x03(\t\x12\x16\n\x0e\x64\x65nied_job_ids\x18\x03 \x03(\t\"\xa5\x02\n\x11NegotiatorMessage\x12+\n\x05start\x18\x01 \x01(\x0b\x32\x1a.htcpool.v1.NegotiateStartH\x00\x12\x31\n\rsend_requests\x18\x02 \x01(\x0b\x32\x18.htcpool.v1.SendRequestsH\x00\x12\'\n\x05match\x18\x03 \x01(\x0b\x32\x16.htcpool.v1.MatchFoundH\x00\x12-\n\x06reject\x18\x04 \x01(\x0b\x32\x1b.htcpool.v1.RequestRejectedH\x00\x12\'\n\x03\x65nd\x18\x05 \x01(\x0b\x32\x18.htcpool.v1.NegotiateEndH\x00\x12(\n\x08outcomes\x18\x06 \x01(\x0b\x32\x14.htcpool.v1.OutcomesH\x00\x42\x05\n\x03msg\"\x9e\x01\n\x0eNegotiateStart\x12\x11\n\tsubmitter\x18\x01 \x01(\t\x12\x19\n\x11significant_attrs\x18\x02 \x03(\t\x12\r\n\x05\x63ycle\x18\x03 \x01(\x03\x12\x11\n\tpool_time\x18\x04 \x01(\x01\x12\x16\n\x0ejob_constraint\x18\x05 \x01(\t\x12\x10\n\x08prefetch\x18\x06 \x01(\x08\x12\x12\n\nprefetched\x18\x07 \x01(\x05\"$\n\x0cSendRequests\x12\x14\n\x0cmax_requests\x18\x01 \x01(\x05\"\x80\x02\n\nMatchFound\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x10\n\x08\x63laim_id\x18\x02 \x01(\t\x12$\n\x07slot_ad\x18\x03 \x01(\x0b\x32\x13.htcpool.v1.ClassAd\x12\x36\n\x08\x63onsumed\x18\x04 \x03(\x0b\x32$.htcpool.v1.MatchFound.ConsumedEntry\x12\x12\n\npreempting\x18\x05 \x01(\t\x12\x11\n\tslot_name\x18\x06 \x01(\t\x12\x16\n\x0estartd_address\x18\x07 \x01(\t\x1a/\n\rConsumedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"l\n\x07Outcome\x12\'\n\x05match\x18\x01 \x01(\x0b\x32\x16.htcpool.v1.MatchFoundH\x00\x12-\n\x06reject\x18\x02 \x01(\x0b\x32\x1b.htcpool.v1.RequestRejectedH\x00\x42\t\n\x07outcome\"1\n\x08Outcomes\x12%\n\x08outcomes\x18\x01 \x03(\x0b\x32\x13.htcpool.v1.Outcome\"5\n\x0fRequestRejected\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x1e\n\x0cNegotiateEnd\x12\x0e\n\x06reason\x18\x01 \x01(\t\"H\n\rScheddMessage\x12\x30\n\x08requests\x18\x01 \x01(\x0b\x32\x1c.htcpool.v1.ResourceRequestsH\x00\x42\x05\n\x03msg\"U\n\x0fResourceRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x1f\n\x02\x61\x64\x18\x02 \x01(\x0b\x32\x13.htcpool.v1.ClassAd\x12\r\n\x05\x63ount\x18\x03 \x01(\x05\"R\n\x10ResourceRequests\x12-\n\x08requests\x18\x01 \x03(\x0b\x32\x1b.htcpool.v1.ResourceRequest\x12\x0f\n\x07no_more\x18\x02 \x01(\x08\"\xda\x01\n\nClaimEvent\x12\x10\n\x08\x63laim_id\x18\x01 \x01(\t\x12\x0e\n\x06job_id\x18\x02 \x01(\t\x12(\n\x04kind\x18\x03 \x01(\x0e\x32\x1a.htcpool.v1.ClaimEventKind\x12\x11\n\tpool_time\x18\x04 \x01(\x01\x12\x11\n\texit_code\x18\x05 \x01(\x05\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12\x11\n\tslot_name\x18\x07 \x01(\t\x12\x11\n\tjob_start\x18\x08 \x01(\x01\x12$\n\x07slot_ad\x18\t \x01(\x0b\x32\x13.htcpool.v1.ClassAd\"<\n\x12\x43laimEventsRequest\x12&\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x16.htcpool.v1.ClaimEvent\"$\n\x10\x43laimEventsReply\x12\x10\n\x08\x61\x63\x63\x65pted\x18\x01 \x01(\x05*M\n\x06\x41\x63tion\x12\x16\n\x12\x41\x43TION_UNSPECIFIED\x10\x00\x12\n\n\x06REMOVE\x10\x01\x12\x08\n\x04HOLD\x10\x02\x12\x0b\n\x07RELEASE\x10\x03\x12\x08\n\x04\x45\x44IT\x10\x04*o\n\x0e\x43laimEventKind\x12\x1b\n\x17\x43LAIM_EVENT_UNSPECIFIED\x10\x00\x12\x0e\n\nJOB_EXITED\x10\x01\x12\x0f\n\x0bJOB_EVICTED\x10\x02\x12\x0e\n\nCLAIM_LOST\x10\x03\x12\x0f\n\x0b\x43LAIM_READY\x10\x04\x32\xd8\x02\n\x06Schedd\x12<\n\x06Submit\x12\x19.htcpool.v1.SubmitRequest\x1a\x17.htcpool.v1.SubmitReply\x12\x43\n\x05Query\x12\x1c.htcpool.v1.QueryJobsRequest\x1a\x1a.htcpool.v1.QueryJobsReply0\x01\x12\x33\n\x03\x41\x63t\x12\x16.htcpool.v1.ActRequest\x1a\x14.htcpool.v1.ActReply\x12I\n\tNegotiate\x12\x1d.htcpool.v1.NegotiatorMessage\x1a\x19.htcpool.v1.ScheddMessage(\x01\x30\x01\x12K\n\x0b\x43laimEvents\x12\x1e.htcpool.v1.ClaimEventsRequest\x1a\x1c.htcpool.v1.ClaimEventsReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,10 +36,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ACTREQUEST_EDITSENTRY']._serialized_options = b'8\001'
   _globals['_MATCHFOUND_CONSUMEDENTRY']._loaded_options = None
   _globals['_MATCHFOUND_CONSUMEDENTRY']._serialized_options = b'8\001'
-  _globals['_ACTION']._serialized_start=2239
-  _globals['_ACTION']._serialized_end=2316
-  _globals['_CLAIMEVENTKIND']._serialized_start=2318
-  _globals['_CLAIMEVENTKIND']._serialized_end=2429
+  _globals['_ACTION']._serialized_start=2282
+  _globals['_ACTION']._serialized_end=2359
+  _globals['_CLAIMEVENTKIND']._serialized_start=2361
+  _globals['_CLAIMEVENTKIND']._serialized_end=2472
   _globals['_SUBMITREQUEST']._serialized_start=58
   _globals['_SUBMITREQUEST']._serialized_end=182
   _globals['_QUEUEITEMS']._serialized_start=184
@@ -63,29 +63,29 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SENDREQUESTS']._serialized_start=1171
   _globals['_SENDREQUESTS']._serialized_end=1207
   _globals['_MATCHFOUND']._serialized_start=1210
-  _globals['_MATCHFOUND']._serialized_end=1423
-  _globals['_MATCHFOUND_CONSUMEDENTRY']._serialized_start=1376
-  _globals['_MATCHFOUND_CONSUMEDENTRY']._serialized_end=1423
-  _globals['_OUTCOME']._serialized_start=1425
-  _globals['_OUTCOME']._serialized_end=1533
-  _globals['_OUTCOMES']._serialized_start=1535
-  _globals['_OUTCOMES']._serialized_end=1584
-  _globals['_REQUESTREJECTED']._serialized_start=1586
-  _globals['_REQUESTREJECTED']._serialized_end=1639
-  _globals['_NEGOTIATEEND']._serialized_start=1641
-  _globals['_NEGOTIATEEND']._serialized_end=1671
-  _globals['_SCHEDDMESSAGE']._serialized_start=1673
-  _globals['_SCHEDDMESSAGE']._serialized_end=1745
-  _globals['_RESOURCEREQUEST']._serialized_start=1747
-  _globals['_RESOURCEREQUEST']._serialized_end=1832
-  _globals['_RESOURCEREQUESTS']._serialized_start=1834
-  _globals['_RESOURCEREQUESTS']._serialized_end=1916
-  _globals['_CLAIMEVENT']._serialized_start=1919
-  _globals['_CLAIMEVENT']._serialized_end=2137
-  _globals['_CLAIMEVENTSREQUEST']._serialized_start=2139
-  _globals['_CLAIMEVENTSREQUEST']._serialized_end=2199
-  _globals['_CLAIMEVENTSREPLY']._serialized_start=2201
-  _globals['_CLAIMEVENTSREPLY']._serialized_end=2237
-  _globals['_SCHEDD']._serialized_start=2432
-  _globals['_SCHEDD']._serialized_end=2776
+  _globals['_MATCHFOUND']._serialized_end=1466
+  _globals['_MATCHFOUND_CONSUMEDENTRY']._serialized_start=1419
+  _globals['_MATCHFOUND_CONSUMEDENTRY']._serialized_end=1466
+  _globals['_OUTCOME']._serialized_start=1468
+  _globals['_OUTCOME']._serialized_end=1576
+  _globals['_OUTCOMES']._serialized_start=1578
+  _globals['_OUTCOMES']._serialized_end=1627
+  _globals['_REQUESTREJECTED']._serialized_start=1629
+  _globals['_REQUESTREJECTED']._serialized_end=1682
+  _globals['_NEGOTIATEEND']._serialized_start=1684
+  _globals['_NEGOTIATEEND']._serialized_end=1714
+  _globals['_SCHEDDMESSAGE']._serialized_start=1716
+  _globals['_SCHEDDMESSAGE']._serialized_end=1788
+  _globals['_RESOURCEREQUEST']._serialized_start=1790
+  _globals['_RESOURCEREQUEST']._serialized_end=1875
+  _globals['_RESOURCEREQUESTS']._serialized_start=1877
+  _globals['_RESOURCEREQUESTS']._serialized_end=1959
+  _globals['_CLAIMEVENT']._serialized_start=1962
+  _globals['_CLAIMEVENT']._serialized_end=2180
+  _globals['_CLAIMEVENTSREQUEST']._serialized_start=2182
+  _globals['_CLAIMEVENTSREQUEST']._serialized_end=2242
+  _globals['_CLAIMEVENTSREPLY']._serialized_start=2244
+  _globals['_CLAIMEVENTSREPLY']._serialized_end=2280
+  _globals['_SCHEDD']._serialized_start=2475
+  _globals['_SCHEDD']._serialized_end=2819
 # @@protoc_insertion_point(module_scope)

@@ -154,7 +154,7 @@ class SendRequests(_message.Message):
     def __init__(self, max_requests: _Optional[int] = ...) -> None: ...
 
 class MatchFound(_message.Message):
-    __slots__ = ("request_id", "claim_id", "slot_ad", "consumed", "preempting")
+    __slots__ = ("request_id", "claim_id", "slot_ad", "consumed", "preempting", "slot_name", "startd_address")
     class ConsumedEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -167,12 +167,16 @@ class MatchFound(_message.Message):
     SLOT_AD_FIELD_NUMBER: _ClassVar[int]
     CONSUMED_FIELD_NUMBER: _ClassVar[int]
     PREEMPTING_FIELD_NUMBER: _ClassVar[int]
+    SLOT_NAME_FIELD_NUMBER: _ClassVar[int]
+    STARTD_ADDRESS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     claim_id: str
     slot_ad: _common_pb2.ClassAd
     consumed: _containers.ScalarMap[str, int]
     preempting: str
-    def __init__(self, request_id: _Optional[str] = ..., claim_id: _Optional[str] = ..., slot_ad: _Optional[_Union[_common_pb2.ClassAd, _Mapping]] = ..., consumed: _Optional[_Mapping[str, int]] = ..., preempting: _Optional[str] = ...) -> None: ...
+    slot_name: str
+    startd_address: str
+    def __init__(self, request_id: _Optional[str] = ..., claim_id: _Optional[str] = ..., slot_ad: _Optional[_Union[_common_pb2.ClassAd, _Mapping]] = ..., consumed: _Optional[_Mapping[str, int]] = ..., preempting: _Optional[str] = ..., slot_name: _Optional[str] = ..., startd_address: _Optional[str] = ...) -> None: ...
 
 class Outcome(_message.Message):
     __slots__ = ("match", "reject")
