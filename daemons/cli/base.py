@@ -129,6 +129,12 @@ def refusal(e: grpc.aio.AioRpcError) -> str:
     return f"AUTHENTICATE:1003:Failed to authenticate with any method\n{details}{hint}"
 
 
+def _unresolved(details: str) -> bool:
+    """gRPC's words for a host name that does not resolve (c-ares and the native resolver)."""
+    low = details.lower()
+    return "domain name not found" in low or "dns resolution failed" in low or "errors resolving" in low
+
+
 def run_async(coro) -> Any:
     from daemons.cli.client import ClientError
     try:
@@ -140,6 +146,9 @@ def run_async(coro) -> Any:
         if e.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED):
             # A refused request: exit code 2, as for any request the pool will not do.
             raise CliError(refusal(e), EXIT_USAGE) from None
+        if e.code() == grpc.StatusCode.UNAVAILABLE and _unresolved(e.details() or ""):
+            # A name that does not resolve is a bad address, not a pool that is down.
+            raise CliError(f"unknown host: {describe(e)}", EXIT_USAGE) from None
         raise CliError(f"the pool did not answer: {describe(e)}") from None
     except ClientError as e:
         raise CliError(str(e), EXIT_USAGE) from None

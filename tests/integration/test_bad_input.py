@@ -111,3 +111,14 @@ def test_bad_configuration_stops_a_daemon_with_the_file_and_line(tmp_path):
     assert not (tmp_path / "st" / "pool.json").exists()
     missing = htcpool("daemon", "collector", "--config", str(tmp_path / "nope.conf"))
     assert missing.returncode == 2 and "nope.conf: no such file" in missing.stderr
+
+
+def test_a_pool_address_that_does_not_resolve_is_bad_input(tmp_path):
+    # ".invalid" never resolves (RFC 6761): an unknown host is the user's error (2), with one
+    # line naming it; a pool that is down is not (1).
+    r = htcpool("--pool", "nosuchhost.invalid:9618", "q")
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "unknown host" in lines[0] and "nosuchhost.invalid" in lines[0], r.stderr
+    down = htcpool("--pool", "127.0.0.1:1", "q")
+    assert down.returncode == 1 and "did not answer" in down.stderr, down.stderr
