@@ -15,7 +15,9 @@ def test_bench_startd_reports_each_size_against_the_goal():
     for row in out["rows"]:
         assert row["baseline_mb"] > 10 and 0 < row["baseline_file_mb"] < row["baseline_mb"]
         assert row["advertise_bytes_per_slot"] > 500          # every slot's ad went into the requests
-        assert row["startd_bytes_per_slot"] * row["slots"] >= row["baseline_mb"] * 1024 * 1024
+        # The peak is at least the RSS after imports (baseline_mb is rounded to 0.1 MB; at 80
+        # slots the peak may be the imports' own).
+        assert row["startd_bytes_per_slot"] * row["slots"] >= (row["baseline_mb"] - 0.05) * 1024 * 1024
         assert row["model_bytes_per_slot"] >= 0 and row["claim_and_activate_s"] > 0 and row["jobs_running"] == row["slots"]
     assert "startd bytes per emulated slot" not in r.stdout    # the goal is stated at 10k and 50k only
     assert [list(row["peak_rss_mb"]) for row in out["rows"]] == [["startd (80 slots)"], ["startd (160 slots)"]]
