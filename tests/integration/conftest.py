@@ -28,7 +28,12 @@ NEGOTIATOR_MIN_INTERVAL = 1
 UPDATE_INTERVAL = 60
 SCHEDD_INTERVAL = 60
 ALIVE_INTERVAL = 60
+HTCPOOL_MIN_TIME_SCALE = 25
 """
+# HTCPOOL_MIN_TIME_SCALE: the whole suite on two cores can load the machine enough that the
+# lag policy (`slow`, the default) lowers TIME_SCALE 10x at a time; without a floor a job of
+# 800 pool seconds, or a 60 s claim lease, could outlast a test's wait (two CI runs failed
+# that way). The floor keeps the policy acting, at most 4x slower.
 
 PSLOT = """\
 SLOT_TYPE_1 = 100%

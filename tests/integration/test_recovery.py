@@ -75,12 +75,7 @@ async def test_collector_expires_ads_of_a_dead_startd(make_pool):
 
 
 async def test_dead_startd_returns_its_jobs_to_idle(make_pool):
-    # The lag policy warns rather than slows: on a loaded machine (the whole suite on two
-    # cores) `slow` may lower TIME_SCALE from 100 to 10 or 1, and the 60 pool s lease then
-    # outlasts the wait (this failed once in CI that way). Leases are still stretched by the
-    # pool's lag, as they are under every policy.
-    pool = make_pool("NUM_CPUS = 1\n" + PSLOT + "ALIVE_INTERVAL = 20\nMAX_CLAIM_ALIVES_MISSED = 3\n"
-                     "HTCPOOL_LAG_POLICY = warn\n")
+    pool = make_pool("NUM_CPUS = 1\n" + PSLOT + "ALIVE_INTERVAL = 20\nMAX_CLAIM_ALIVES_MISSED = 3\n")
     async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit(SLEEP.format(seconds=100000, n=1), "long.sub", "carol")
