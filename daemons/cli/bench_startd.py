@@ -125,7 +125,7 @@ def measure(slots: int, cls: str) -> dict[str, Any]:
                 ok, why, end = m.activate(s, ads.parse_ad(job_text, "job ad"), now)
                 if not ok:
                     raise RuntimeError(f"activation refused: {why}")
-                job_ends.set(s.claim.seq if s.claim is not None else 0, end)
+                job_ends.set(model.ids.number(claimed.claim_id), end)
         return job_ends
 
     job_ends = asyncio.run(claim_all())

@@ -32,12 +32,10 @@ class ClaimIds:
     """A startd's claim ids: `next()` numbers a new one, `text(n)` prints it, and
     `number(text)` gives the number of an id this startd made (0 for anything else)."""
 
-    __slots__ = ("address", "started", "prefix", "secret", "seq")
+    __slots__ = ("prefix", "secret", "seq")
 
     def __init__(self, address: str, started: float, secret: Callable[[int], str] | None = None) -> None:
-        self.address = address
-        self.started = int(started)
-        self.prefix = f"<{address}>#{self.started}#"
+        self.prefix = f"<{address}>#{int(started)}#"   # the public part before the number
         self.secret = secret if secret is not None else keyed_secret()
         self.seq = 0
 

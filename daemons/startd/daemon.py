@@ -177,7 +177,6 @@ class StartdDaemon(ReportsMixin, Daemon):
         if found is None:
             return
         machine, slot = found
-        claim_id = self.model.ids.text(claim_number)
         ev = machine.finish_job(slot, self.clock.now())
         if ev is not None:
             self.jobs_finished += 1
@@ -185,11 +184,11 @@ class StartdDaemon(ReportsMixin, Daemon):
             self._queue_event(ev)
         if slot.preempt_reason:
             # Its claim was being preempted: it ends now that its job has.
-            self._cancel_timer(f"preempt:{claim_id}")
+            self._cancel_timer(f"preempt:{self.model.ids.text(claim_number)}")
             preemption.after_job(machine, slot, self.clock.now())
         elif machine.drain is not None:
             # A draining machine starts nothing new: the claim goes with its job.
-            self._cancel_timer(f"evict:{claim_id}")
+            self._cancel_timer(f"evict:{self.model.ids.text(claim_number)}")
             machine.release(slot, self.clock.now(), "machine draining")
             self._drain_progress(machine)
         self._changed()
