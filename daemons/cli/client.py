@@ -83,7 +83,7 @@ class PoolClient:
         at pool times the pool has not reached."""
         a = await self._clock_ad()
         seg = segment_from(lambda k: ads.get(a, k)) if a is not None else None
-        if seg is not None and seg != clock.latest() and seg.scale != clock.latest().scale:
+        if seg is not None and clock.is_newer(seg):
             clock.follow(seg)
 
     async def keep_following(self, clock: PoolClock, every_s: float = 0.3) -> None:

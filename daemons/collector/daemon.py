@@ -12,7 +12,7 @@ from daemons.collector.reachability import Prober
 from daemons.collector.service import CollectorService
 from daemons.collector.store import AdStore
 from daemons.core import ads
-from daemons.core.clock import PoolClock
+from daemons.core.clock import PoolClock, segment_from
 from daemons.core.collector_client import UPDATE_CHUNK_ADS
 from daemons.core.common import CommonConfig
 from daemons.core.config import Param
@@ -103,6 +103,23 @@ class CollectorDaemon(Daemon):
             worst = float(worst) if isinstance(worst, (int, float)) and not isinstance(worst, bool) else float(lag)
             self.lags[f'{str(ads.get(ad, "MyType")).lower()} {ads.get(ad, "Name")}'] = (float(lag), worst,
                                                                                         time.time())
+
+    def note_clock(self, ad) -> None:
+        """A daemon's ad arrived: if it follows a newer clock segment than ours, this collector
+        restarted since the lag policy changed the pool's scale (or started after it, in a
+        pool restarted piece by piece). The pool's clock is the daemons' and goes on: take it
+        back rather than announce the epoch's, which would move every clock far ahead."""
+        seg = segment_from(lambda a: ads.get(ad, a))
+        if seg is None or not self.clock.is_newer(seg):
+            return
+        self.log.warning("pool clock: TIME_SCALE %g from pool time %.0f, taken from the ad of %s %s "
+                         "(the lag policy changed it before this collector started)",
+                         seg.scale, seg.pool, ads.get(ad, "MyType"), ads.get(ad, "Name"))
+        if self.lag_last_change is None:
+            self.clock.adopt(seg)     # our own reading since start-up was never the pool's
+        else:
+            self.clock.follow(seg)
+        self.lag_last_change = seg.wall
 
     def worst_recent_lag_wall(self, now_wall: float) -> float:
         """The worst recent loop lag of any daemon heard from lately (wall s), ours included."""

@@ -62,6 +62,7 @@ class CollectorService(pb_grpc.CollectorServicer):
                 store.update(step, now)
                 if LAG_ATTR in step:
                     self.d.note_lag(step)
+                    self.d.note_clock(step)
                 addr, who = ads.get(step, "MyAddress"), f'{ads.get(step, "MyType")} "{ads.get(step, "Name")}"'
             if isinstance(addr, str) and addr not in addresses:
                 addresses[addr] = who

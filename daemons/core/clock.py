@@ -112,6 +112,22 @@ class PoolClock:
         """The segment announced last: what peers should follow."""
         return self.pending if self.pending is not None else self.current()
 
+    def is_newer(self, seg: Segment) -> bool:
+        """Whether `seg` was decided after the one this clock follows: the lag policy's changes
+        come one after another, each switching at a later wall time. An older one (a collector
+        restarted without the pool's changes announces the epoch's) must not be followed."""
+        return seg.wall > self.latest().wall
+
+    def adopt(self, seg: Segment) -> None:
+        """Take the pool's segment as this clock's at start-up. A daemon (re)started after the
+        pool slowed counted from the epoch at the configured scale, far ahead of the pool;
+        that reading was never the pool's time, so this clock does not hold still until the
+        pool catches up with it (for three times as long as the pool has run slowed) but
+        moves back to the pool's time at once."""
+        self.segment = self.pending = None
+        self._last = float("-inf")
+        self.follow(seg)
+
     # ---- reading and waiting --------------------------------------------------------
     def _base(self, wall: float) -> float:
         """The pool's true time at `wall` (no skews); never back within this process."""

@@ -218,8 +218,8 @@ class Daemon:
         self.status_url = await self._page.start(self.common.bind_host, self.common.status_port,
                                                  advertise_host=self.common.public_host,
                                                  tls=self.common.security.tls)
-        if not self.epoch_known:
-            await self._learn_epoch()
+        if self.collector is not None and self.role != "collector":
+            await self._learn_clock()
         if self.collector is not None and self.role != "collector":
             self._follow_task = asyncio.create_task(self._follow_clock(), name=f"{self.role}:follow-clock")
         if self.common.fault_plan:
@@ -365,7 +365,14 @@ class Daemon:
             "HtcpoolLoopLagWall": round(lag.recent_max_s, 4),
             "HtcpoolLoopLagSustainedWall": round(lag.sustained_s, 4),
             "HtcpoolTimeScaleChanges": self.clock.changes,
+            **self.clock_attrs(),
         }
+
+    def clock_attrs(self) -> dict[str, float]:
+        """The clock segment this daemon follows, for its ad: a collector that restarted and
+        lost the lag policy's changes takes the pool's clock back from these."""
+        seg = self.clock.latest()
+        return dict(zip(CLOCK_SEGMENT_ATTRS, (seg.wall, seg.pool, seg.scale)))
 
     async def advertise(self) -> None:
         if self.collector is None:
@@ -428,25 +435,48 @@ class Daemon:
             except Exception as e:
                 self.log.warning("could not withdraw %s ads from the collector: %s", my_type, describe(e))
 
-    async def _learn_epoch(self) -> None:
-        """Adopt the collector's PoolEpoch so this daemon's pool clock agrees with the pool's."""
+    async def _learn_clock(self) -> None:
+        """Take the pool's clock from the collector before this daemon's runs: its epoch, unless
+        POOL_EPOCH is configured, and the lag policy's latest change of scale. A daemon
+        restarted in a slowed pool would otherwise count from the epoch at the configured
+        scale, and hold every timer still until the pool caught up with it."""
         assert self.collector is not None
-        self.log.info("POOL_EPOCH not configured; asking %s", self.collector.where)
-        texts = await call_with_retry(
-            f"learning the pool epoch from {self.collector.where}",
-            lambda: self.collector.query("Collector", projection=["PoolEpoch", "TimeScale"],
-                                         give_up_after_s=1.0),
-            give_up_after_s=None, logger=self.log)
+        where = self.collector.where
+
+        async def ask() -> list[str]:
+            return await self.collector.query("Collector", projection=["PoolEpoch", "TimeScale", *CLOCK_ATTRS],
+                                              give_up_after_s=1.0)
+        if self.epoch_known:
+            try:
+                texts = await ask()
+            except Exception as e:
+                # A pool with a configured epoch may start before its collector: keep the
+                # configured clock; _follow_clock takes any change once the collector answers.
+                self.log.info("pool clock not learned from %s (%s): TIME_SCALE %g from POOL_EPOCH",
+                              where, describe(e), self.clock.scale)
+                return
+        else:
+            self.log.info("POOL_EPOCH not configured; asking %s", where)
+            texts = await call_with_retry(f"learning the pool epoch from {where}", ask,
+                                          give_up_after_s=None, logger=self.log)
         for t in texts:
             ad = ads.parse_ad(t)
-            epoch = ads.get(ad, "PoolEpoch")
-            if isinstance(epoch, (int, float)):
+            if not self.epoch_known:
+                epoch = ads.get(ad, "PoolEpoch")
+                if not isinstance(epoch, (int, float)):
+                    continue
                 self.clock.epoch = float(epoch)
                 self.epoch_known = True
                 self.log.info("pool epoch %.3f learned from the collector", epoch)
-                self._adopt_clock(ad)
-                return
-        raise RuntimeError("the collector's ad has no PoolEpoch")
+            seg = segment_from(lambda a: ads.get(ad, a))
+            if seg is not None and self.clock.is_newer(seg):
+                self.log.warning("pool clock: TIME_SCALE %g from pool time %.0f, as the collector says "
+                                 "(the lag policy changed it before this daemon started)", seg.scale, seg.pool)
+                self.clock.adopt(seg)
+            self._adopt_clock(ad)
+            return
+        if not self.epoch_known:
+            raise RuntimeError("the collector's ad has no PoolEpoch")
 
     def lag_allowance_s(self) -> float:
         """Pool seconds a deadline set by a peer's action (a claim's lease) is stretched by, so
@@ -478,7 +508,7 @@ class Daemon:
     def _adopt_clock(self, ad) -> None:
         seg = segment_from(lambda a: ads.get(ad, a))
         if seg is not None:
-            if seg != self.clock.latest() and seg.scale != self.clock.latest().scale:
+            if self.clock.is_newer(seg):
                 self.log.warning("pool clock: TIME_SCALE %g -> %g from pool time %.0f (the collector's lag policy)",
                                  self.clock.latest().scale, seg.scale, seg.pool)
                 self.clock.follow(seg)

@@ -7,8 +7,11 @@ ten-thousandth of a pool second): timers are always some microseconds late.
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 import urllib.request
+
+import pytest
 
 from daemons.cli.client import wait_for
 from daemons.cli.pool import LocalPool
@@ -125,3 +128,49 @@ def test_stop_policy_stops_the_pool_saying_why(tmp_path):
         assert "HTCPOOL_LAG_POLICY = stop: stopping the pool" in (pool.state_dir / "log" / "CollectorLog").read_text()
     finally:
         pool.stop()
+
+
+def test_daemons_restarted_after_a_slowdown_keep_the_pools_clock(make_pool):
+    """A restarted daemon starts on the configured TIME_SCALE counted from POOL_EPOCH: far ahead
+    of a pool that has been slowed. It must take the collector's clock before its clock runs,
+    not hold still until the slowed pool catches up (which stalled every timer of a schedd
+    restarted in a loaded test run). A restarted collector has lost the change: it takes the
+    pool's clock back from the daemons' ads."""
+    pool = make_pool("HTCPOOL_MAX_LAG = 0.0001\nHTCPOOL_MIN_TIME_SCALE = 25\n")
+
+    async def agree(c, what, wait=True):
+        async def check():
+            found = await c.ads("Collector")
+            if not found or attr(found[0], "HtcpoolClockScale") != 25.0:
+                return None
+            a = found[0]
+            seg = Segment(attr(a, "HtcpoolClockWall"), attr(a, "HtcpoolClockPool"), 25.0)
+            for d in pool.daemons.values():
+                before = time.time()
+                reply = await c.ping(d.address)
+                after = time.time()
+                if not seg.pool_at(before) - 0.01 <= reply.pool_time <= seg.pool_at(after) + 0.01:
+                    return None
+            return seg
+        if not wait:
+            seg = await check()
+            assert seg is not None, what
+            return seg
+        return await wait_for(check, timeout_s=60, interval_s=0.2, what=what)
+
+    async def main():
+        async with pool.client() as c:
+            first = await agree(c, "every daemon on the slowed clock")
+            # Long enough slowed that a clock counted from the epoch at 100 is far ahead.
+            async def slowed_a_while():
+                return time.time() > first.wall + 3.0
+            await wait_for(slowed_a_while, timeout_s=30, what="3 s at the slowed scale")
+            pool.kill("schedd", signal.SIGKILL)
+            pool.restart("schedd")
+            # Once it is up (it has reported its address), at once: no catching up.
+            await agree(c, "the restarted schedd on the pool's clock", wait=False)
+            pool.kill("collector", signal.SIGKILL)
+            pool.restart("collector")
+            seg = await agree(c, "the restarted collector on the pool's clock")
+            assert seg.pool_at(time.time()) == pytest.approx(first.pool_at(time.time()), abs=1.0)
+    asyncio.run(main())

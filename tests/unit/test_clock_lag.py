@@ -80,6 +80,35 @@ def test_a_late_follower_holds_still_rather_than_going_back():
     assert c.now() == 9900.0 + 101.0                  # caught up: runs on at the new scale
 
 
+def test_a_clock_started_after_a_change_adopts_it_at_once():
+    """A daemon restarted in a slowed pool read its clock from the epoch at the configured
+    scale before it asked the collector: adopting the pool's segment moves it back."""
+    w = Wall(1000.0)
+    pool = PoolClock(scale=100.0, epoch=0.0, wall=w)
+    pool.retime(500.0, 25.0)                 # decided long ago
+    restarted = PoolClock(scale=100.0, epoch=0.0, wall=w)
+    assert restarted.now() == 100_000.0      # the epoch's reading, far ahead of the pool's
+    assert restarted.is_newer(pool.latest())
+    restarted.adopt(pool.latest())
+    assert restarted.now() == pool.now() == 50_000.0 + 500.0 * 25
+    assert restarted.scale == 25.0 and restarted.changes == 1
+    w.t = 1010.0
+    assert restarted.now() == pool.now()
+
+
+def test_a_clock_does_not_follow_an_older_segment():
+    """A collector restarted without the pool's changes announces the epoch's segment: the
+    daemons keep the newer one they follow."""
+    w = Wall(1000.0)
+    c = PoolClock(scale=100.0, epoch=0.0, wall=w)
+    seg = c.retime(1001.0, 25.0)
+    w.t = 1002.0
+    restarted_collector = PoolClock(scale=100.0, epoch=0.0, wall=w)
+    assert not c.is_newer(restarted_collector.latest())
+    assert not c.is_newer(seg)
+    assert restarted_collector.is_newer(seg)
+
+
 def test_timers_and_sleeps_wait_for_pool_time_after_the_scale_falls():
     async def main() -> list[float]:
         c = PoolClock(scale=1000.0, epoch=0.0)
