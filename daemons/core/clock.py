@@ -48,6 +48,9 @@ class Segment:
         return self.wall + (pool - self.pool) / self.scale
 
 
+# Wall times closer than this are one segment's, printed and read back (is_newer).
+SAME_SEGMENT_S = 0.01
+
 # The collector's ad carries the segment every daemon (and every client that keeps pool
 # time, such as an experiment's sampler) follows.
 CLOCK_SEGMENT_ATTRS = ("HtcpoolClockWall", "HtcpoolClockPool", "HtcpoolClockScale")
@@ -115,8 +118,11 @@ class PoolClock:
     def is_newer(self, seg: Segment) -> bool:
         """Whether `seg` was decided after the one this clock follows: the lag policy's changes
         come one after another, each switching at a later wall time. An older one (a collector
-        restarted without the pool's changes announces the epoch's) must not be followed."""
-        return seg.wall > self.latest().wall
+        restarted without the pool's changes announces the epoch's) must not be followed.
+        Changes are seconds apart; a segment read back from an ad has lost digits (a ClassAd
+        prints 15 significant ones, a millisecond of a wall time), so the same segment must
+        not pass for a newer one."""
+        return seg.wall > self.latest().wall + SAME_SEGMENT_S
 
     def adopt(self, seg: Segment) -> None:
         """Take the pool's segment as this clock's at start-up. A daemon (re)started after the

@@ -444,7 +444,7 @@ class Daemon:
         where = self.collector.where
 
         async def ask() -> list[str]:
-            return await self.collector.query("Collector", projection=["PoolEpoch", "TimeScale", *CLOCK_ATTRS],
+            return await self.collector.query("Collector", projection=["PoolEpoch", "TimeScale", *CLOCK_SEGMENT_ATTRS],
                                               give_up_after_s=1.0)
         if self.epoch_known:
             try:
@@ -470,10 +470,12 @@ class Daemon:
                 self.log.info("pool epoch %.3f learned from the collector", epoch)
             seg = segment_from(lambda a: ads.get(ad, a))
             if seg is not None and self.clock.is_newer(seg):
-                self.log.warning("pool clock: TIME_SCALE %g from pool time %.0f, as the collector says "
-                                 "(the lag policy changed it before this daemon started)", seg.scale, seg.pool)
+                self.log.warning("pool clock: TIME_SCALE %g from pool time %.0f, as the collector says (the lag "
+                                 "policy changed it before this daemon started, or the collector counts from "
+                                 "another epoch)", seg.scale, seg.pool)
                 self.clock.adopt(seg)
-            self._adopt_clock(ad)
+            # A lag stop ordered meanwhile is heard by _follow_clock once this daemon is up
+            # (its starter sees it start, then stop saying why).
             return
         if not self.epoch_known:
             raise RuntimeError("the collector's ad has no PoolEpoch")

@@ -165,17 +165,17 @@ async def serve(daemon: Daemon, address_file: Path | None) -> int:
             if address_file is not None:
                 write_address_file(address_file, daemon)
             await stop
-            if daemon.lag_stop_reason:
-                # HTCPOOL_LAG_POLICY = stop: the run ends, and says why.
-                print(f"htcpool daemon {daemon.role}: stopped: the pool cannot keep up with its time scale: "
-                      f"{daemon.lag_stop_reason}", file=sys.stderr)
-                rc = 3
         else:
             start.cancel()
             try:
                 await start
             except (asyncio.CancelledError, Exception):
                 pass
+        if daemon.lag_stop_reason:
+            # HTCPOOL_LAG_POLICY = stop: the run ends, and says why.
+            print(f"htcpool daemon {daemon.role}: stopped: the pool cannot keep up with its time scale: "
+                  f"{daemon.lag_stop_reason}", file=sys.stderr)
+            rc = 3
     except BindError as e:
         # A port in use or an address not on this host: the configuration's fault, one line.
         msg = (f"{daemon.role} cannot start: {e} (see NETWORK_INTERFACE, {daemon.common.subsys}_ARGS, "

@@ -107,6 +107,10 @@ def test_a_clock_does_not_follow_an_older_segment():
     assert not c.is_newer(restarted_collector.latest())
     assert not c.is_newer(seg)
     assert restarted_collector.is_newer(seg)
+    # The epoch's segment read back from an ad, its wall time rounded up in print.
+    fresh = PoolClock(scale=100.0, epoch=1795877692.1234567, wall=w)
+    printed = Segment(float("%.15g" % fresh.epoch), float("%.15g" % fresh.epoch), 100.0)
+    assert printed.wall > fresh.epoch and not fresh.is_newer(printed)
 
 
 def test_timers_and_sleeps_wait_for_pool_time_after_the_scale_falls():
