@@ -53,9 +53,33 @@ def attr(ad, name):
     return ads.get(ad, name)
 
 
+LOG_TAIL_LINES = 40
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failing test's report ends with the last lines of each of its pools' daemon logs: a
+    test that timed out in CI says what its daemons were doing, not only what it waited for."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    for pool in getattr(item, "htcpool_pools", ()):
+        log_dir = pool.state_dir / "log"
+        for f in sorted(log_dir.glob("*")) if log_dir.is_dir() else ():
+            try:
+                lines = f.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+            except OSError:
+                continue
+            if lines:
+                    report.sections.append((f"{pool.state_dir.name}/log/{f.name} (last {len(lines)} lines)",
+                                        "\n".join(lines)))
+
+
 @pytest.fixture
-def make_pool(tmp_path: Path) -> Callable[..., LocalPool]:
+def make_pool(tmp_path: Path, request) -> Callable[..., LocalPool]:
     pools: list[LocalPool] = []
+    request.node.htcpool_pools = pools
 
     def make(config: str = "", *, machines: int = 1, startds: int = 1, start: bool = True,
              roles: tuple[str, ...] = ("collector", "negotiator", "schedd", "startd")) -> LocalPool:
