@@ -72,7 +72,7 @@ def pytest_runtest_makereport(item, call):
             except OSError:
                 continue
             if lines:
-                    report.sections.append((f"{pool.state_dir.name}/log/{f.name} (last {len(lines)} lines)",
+                report.sections.append((f"{pool.state_dir.name}/log/{f.name} (last {len(lines)} lines)",
                                         "\n".join(lines)))
 
 
