@@ -369,8 +369,12 @@ class Daemon:
         }
 
     def clock_attrs(self) -> dict[str, float]:
-        """The clock segment this daemon follows, for its ad: a collector that restarted and
-        lost the lag policy's changes takes the pool's clock back from these."""
+        """The clock segment this daemon follows once the pool's scale has changed, for its ad:
+        a collector that restarted and lost the change takes the pool's clock back from these.
+        (Before any change there is nothing to take back; a daemon configured with another
+        POOL_EPOCH than the collector's must not impose it on the pool.)"""
+        if not self.clock.changes and self.clock.pending is None:
+            return {}
         seg = self.clock.latest()
         return dict(zip(CLOCK_SEGMENT_ATTRS, (seg.wall, seg.pool, seg.scale)))
 
