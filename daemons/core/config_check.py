@@ -83,6 +83,32 @@ def _definitions(path: Path, seen: set[Path] | None = None) -> dict[str, tuple[P
     return out
 
 
+def first_non_utf8(path: Path, seen: set[Path] | None = None) -> tuple[Path, int, str] | None:
+    """(file, line number, the line) of the first line that is not UTF-8 text, following
+    `include :`. HTCondor takes any bytes; htcpool's daemons read values as text, and
+    expanding such a knob would fail deep inside a daemon's start-up."""
+    seen = seen if seen is not None else set()
+    if path in seen:
+        return None
+    seen.add(path)
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    for n, raw in enumerate(data.splitlines(), 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return path, n, raw.decode("utf-8", errors="replace").strip()
+        inc = _INCLUDE.match(line)
+        if inc:
+            target = Path(inc.group(1))
+            found = first_non_utf8(target if target.is_absolute() else path.parent / target, seen)
+            if found is not None:
+                return found
+    return None
+
+
 def find_circle(defs: dict[str, tuple[Path, int, str]], start: str) -> list[str]:
     """Names from `start` around a circle of references (A, B, A), or [] if none is seen.
 
@@ -142,6 +168,9 @@ def check_config_file(path: str | os.PathLike | None, local_dir: Path | None = N
     interpreter; raise ConfigError naming the file and line, or the knob."""
     from daemons.core.config import ConfigError, resolve_user_file, wrapper_text
     user_file = resolve_user_file(path)
+    bad = first_non_utf8(user_file) if user_file else None
+    if bad is not None:
+        raise ConfigError(f"config file {bad[0]}, line {bad[1]}: not UTF-8 text ({bad[2]!r})")
     with tempfile.TemporaryDirectory(prefix="htcpool-cfg-") as d:
         wrapper = Path(d) / "condor_config"
         wrapper.write_text(wrapper_text(user_file, local_dir or Path.cwd() / ".htcpool"))

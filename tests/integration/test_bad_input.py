@@ -98,6 +98,11 @@ def test_bad_configuration_stops_a_daemon_with_the_file_and_line(tmp_path):
         "slots.conf": ("COLLECTOR_HOST = 127.0.0.1:1\nSLOT_TYPE_1 = gpus=2\nNUM_SLOTS_TYPE_1 = 1\n",
                        "unknown resource 'gpus'"),
     }
+    # Bytes that are not UTF-8, in the file or in one it includes (htcondor2 reads them; the
+    # daemon failed with a traceback when it expanded the knob).
+    (tmp_path / "latin1.inc").write_bytes(b"# included\nMEMORY = 4096\nNUM_CPUS = \xff\xfe\n")
+    cases["bytes.conf"] = ("COLLECTOR_HOST = 127.0.0.1:1\ninclude : latin1.inc\n",
+                           "latin1.inc, line 3: not UTF-8 text ('NUM_CPUS = \ufffd\ufffd')")
     for name, (text, message) in cases.items():
         path = tmp_path / name
         path.write_text(text)
