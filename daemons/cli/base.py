@@ -43,6 +43,16 @@ def _pool_target(args: argparse.Namespace) -> tuple[str, dict | None]:
     """The collector's address, and the state of the pool it came from (if it did)."""
     from daemons.cli.pool import PoolError, load_state
     named = getattr(args, "pool", None) or os.environ.get("HTCPOOL_POOL") or _environment_collector()
+    if named:
+        from daemons.core.common import split_host_port
+        try:
+            host, port = split_host_port(named)
+            if not host:
+                raise ValueError("no host")
+            if not 0 < port <= 65535:
+                raise ValueError(f"port {port} is not between 1 and 65535")
+        except ValueError as e:
+            raise CliError(f"pool address {named!r}: {e}", EXIT_USAGE) from None
     try:
         state = load_state(state_dir(args))
     except PoolError as e:

@@ -127,3 +127,11 @@ def test_a_pool_address_that_does_not_resolve_is_bad_input(tmp_path):
     assert len(lines) == 1 and "unknown host" in lines[0] and "nosuchhost.invalid" in lines[0], r.stderr
     down = htcpool("--pool", "127.0.0.1:1", "q")
     assert down.returncode == 1 and "did not answer" in down.stderr, down.stderr
+    # A port out of range is the user's error too (gRPC took 99999 modulo 65536 and dialled
+    # another port).
+    for address, why in (("127.0.0.1:99999", "port 99999 is not between 1 and 65535"),
+                         ("127.0.0.1:0", "port 0 is not between 1 and 65535"), (":9618", "no host"),
+                         ("127.0.0.1:x", "port 'x' is not a number")):
+        r = htcpool("--pool", address, "q")
+        assert r.returncode == 2 and r.stderr.strip().splitlines() == [f"htcpool q: pool address {address!r}: {why}"], \
+            (address, r.stderr)
