@@ -214,13 +214,17 @@ async def test_a_schedd_down_longer_than_a_lease_still_hears_its_job_finished(ma
     lease had lapsed while the schedd was down, and a restarted schedd first heard from the
     startd's KeepAlive that the claim was gone: it ran the finished job again. A startd now
     keeps exit news and delivers it before it answers that schedd's KeepAlive."""
-    pool = make_pool("NUM_CPUS = 1\n" + PSLOT + SHORT_LEASE)
+    # The job must exit after the kill and before the lease lapses: a 400 s job and a 600 s
+    # lease. (A 20 s job, 0.2 s of wall time, had sometimes ended before the kill landed on a
+    # loaded machine; its schedd then released the claim, and no lease ever lapsed.)
+    pool = make_pool("NUM_CPUS = 1\n" + PSLOT + "ALIVE_INTERVAL = 200\nMAX_CLAIM_ALIVES_MISSED = 3\n")
     log = pool.state_dir / "log" / "StartLog"
     async with pool.client() as c:
         await wait_slots(c, 1)
-        await c.submit(SLEEP.format(seconds=20, n=1), "one.sub", "ivan")
+        await c.submit(SLEEP.format(seconds=400, n=1), "one.sub", "ivan")
         await wait_jobs(c, "JobStatus == 2", 1)
         pool.kill("schedd", signal.SIGKILL)
+        assert "job 1.0 exited" not in log.read_text(), "the job ended before its schedd was killed"
 
         async def exited_and_lapsed():
             text = log.read_text()
@@ -228,9 +232,9 @@ async def test_a_schedd_down_longer_than_a_lease_still_hears_its_job_finished(ma
         await wait_for(exited_and_lapsed, timeout_s=60, what="the job to end and its claim to lapse")
         lapsed = await c.pool_now()
 
-        async def two_more_leases():
-            return await c.pool_now() > lapsed + 2 * 60.0
-        await wait_for(two_more_leases, timeout_s=30, what="two more claim leases of pool time")
+        async def another_lease():
+            return await c.pool_now() > lapsed + 600.0
+        await wait_for(another_lease, timeout_s=60, what="another claim lease of pool time")
         pool.restart("schedd")
         [job] = await _all_once(c, 1)
         assert attr(job, "NumJobStarts") == 1

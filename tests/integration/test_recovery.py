@@ -15,7 +15,11 @@ from .conftest import STATIC, SLEEP, attr, FAST, PSLOT, wait_jobs, wait_slots
 
 
 async def test_schedd_kill9_mid_run_keeps_the_queue_and_reconnects(make_pool):
-    pool = make_pool("NUM_CPUS = 2\n" + PSLOT)
+    # The claims must outlive the restart to be reconnected: a 2,000 pool-second lease, 20 s
+    # of wall time. With the default (6 x 60 s, 3.6 s of wall time at TIME_SCALE 100) a
+    # restart slowed by a loaded machine (4.3 s from the kill to the new schedd's first line,
+    # in a failing run of the whole suite) let the startd end both claims, as it should.
+    pool = make_pool("NUM_CPUS = 2\n" + PSLOT + "ALIVE_INTERVAL = 20\nMAX_CLAIM_ALIVES_MISSED = 100\n")
     async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit(SLEEP.format(seconds=800, n=3), "three.sub", "alice")
