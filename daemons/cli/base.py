@@ -39,20 +39,27 @@ def _environment_collector() -> str | None:
     return None
 
 
+def checked_address(value: str, what: str = "address") -> str:
+    """HOST:PORT of an address a user gave, or a one-line usage error naming it (gRPC would
+    dial a port past 65535 modulo 65536)."""
+    from daemons.core.common import split_host_port
+    try:
+        host, port = split_host_port(value)
+        if not host:
+            raise ValueError("no host")
+        if not 0 < port <= 65535:
+            raise ValueError(f"port {port} is not between 1 and 65535")
+    except ValueError as e:
+        raise CliError(f"{what} {value!r}: {e}", EXIT_USAGE) from None
+    return f"{host}:{port}"
+
+
 def _pool_target(args: argparse.Namespace) -> tuple[str, dict | None]:
     """The collector's address, and the state of the pool it came from (if it did)."""
     from daemons.cli.pool import PoolError, load_state
     named = getattr(args, "pool", None) or os.environ.get("HTCPOOL_POOL") or _environment_collector()
     if named:
-        from daemons.core.common import split_host_port
-        try:
-            host, port = split_host_port(named)
-            if not host:
-                raise ValueError("no host")
-            if not 0 < port <= 65535:
-                raise ValueError(f"port {port} is not between 1 and 65535")
-        except ValueError as e:
-            raise CliError(f"pool address {named!r}: {e}", EXIT_USAGE) from None
+        checked_address(named, "pool address")
     try:
         state = load_state(state_dir(args))
     except PoolError as e:

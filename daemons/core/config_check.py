@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 # A knob expands in microseconds; one that takes this long is in a circle.
 STALL_S = 5.0
@@ -59,53 +59,46 @@ def explain_htcondor_error(stderr: str) -> str:
     return msg
 
 
-# ---- finding the circle, for the message ---------------------------------------------
-def _definitions(path: Path, seen: set[Path] | None = None) -> dict[str, tuple[Path, int, str]]:
-    """NAME -> (file, line, value) of the last plain definition, following `include :`."""
-    seen = seen if seen is not None else set()
-    out: dict[str, tuple[Path, int, str]] = {}
-    if path in seen:
-        return out
-    seen.add(path)
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return out
-    for n, line in enumerate(lines, 1):
-        inc = _INCLUDE.match(line)
-        if inc:
-            target = Path(inc.group(1))
-            out.update(_definitions(target if target.is_absolute() else path.parent / target, seen))
-            continue
-        m = _DEFINITION.match(line)
-        if m and not line.lstrip().startswith("#"):
-            out[m.group(1).upper()] = (path, n, m.group(2).strip())
-    return out
-
-
-def first_non_utf8(path: Path, seen: set[Path] | None = None) -> tuple[Path, int, str] | None:
-    """(file, line number, the line) of the first line that is not UTF-8 text, following
-    `include :`. HTCondor takes any bytes; htcpool's daemons read values as text, and
-    expanding such a knob would fail deep inside a daemon's start-up."""
+# ---- reading the file as written: its lines, its definitions, a circle for the message ----
+def _lines(path: Path, seen: set[Path] | None = None) -> Iterator[tuple[Path, int, bytes]]:
+    """(file, line number, bytes) of every line, each `include :` followed by the included
+    file's lines."""
     seen = seen if seen is not None else set()
     if path in seen:
-        return None
+        return
     seen.add(path)
     try:
         data = path.read_bytes()
     except OSError:
-        return None
+        return
     for n, raw in enumerate(data.splitlines(), 1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return path, n, raw.decode("utf-8", errors="replace").strip()
-        inc = _INCLUDE.match(line)
+        yield path, n, raw
+        inc = _INCLUDE.match(raw.decode("utf-8", errors="replace"))
         if inc:
             target = Path(inc.group(1))
-            found = first_non_utf8(target if target.is_absolute() else path.parent / target, seen)
-            if found is not None:
-                return found
+            yield from _lines(target if target.is_absolute() else path.parent / target, seen)
+
+
+def _definitions(path: Path) -> dict[str, tuple[Path, int, str]]:
+    """NAME -> (file, line, value) of the last plain definition, following `include :`."""
+    out: dict[str, tuple[Path, int, str]] = {}
+    for f, n, raw in _lines(path):
+        line = raw.decode("utf-8", errors="replace")
+        m = _DEFINITION.match(line)
+        if m and not line.lstrip().startswith("#"):
+            out[m.group(1).upper()] = (f, n, m.group(2).strip())
+    return out
+
+
+def first_non_utf8(path: Path) -> tuple[Path, int, str] | None:
+    """(file, line number, the line) of the first line that is not UTF-8 text, following
+    `include :`. HTCondor takes any bytes; htcpool's daemons read values as text, and
+    expanding such a knob would fail deep inside a daemon's start-up."""
+    for f, n, raw in _lines(path):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return f, n, raw.decode("utf-8", errors="replace").strip()
     return None
 
 

@@ -9,33 +9,26 @@ from __future__ import annotations
 import argparse
 import json
 
-from daemons.cli.base import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, collector_address, pool_client, run_async
-from daemons.core.common import split_host_port
+from daemons.cli.base import EXIT_ERROR, EXIT_OK, checked_address, collector_address, pool_client, run_async
 
 
 def cmd_ping(args: argparse.Namespace) -> int:
-    target = args.address or collector_address(args)
-    try:
-        host, port = split_host_port(target)
-    except ValueError as e:
-        raise CliError(f"address {target!r}: {e}", EXIT_USAGE) from None
-    if not host:
-        raise CliError(f"address {target!r}: no host", EXIT_USAGE)
+    address = checked_address(args.address or collector_address(args))
 
     # Admin.Ping needs READ, so the ping carries the user's token (and TLS settings) as
     # every command does: a healthcheck proves the daemon answers an authenticated call.
-    client = pool_client(args, daemon=f"{host}:{port}")
+    client = pool_client(args, daemon=address)
 
     async def go():
         async with client as c:
-            return await c.ping(f"{host}:{port}")
+            return await c.ping(address)
 
     reply = run_async(go())
     if args.json:
-        print(json.dumps({"address": f"{host}:{port}", "role": reply.role, "name": reply.name,
+        print(json.dumps({"address": address, "role": reply.role, "name": reply.name,
                           "ready": reply.ready, "pid": reply.pid, "status_url": reply.status_url}))
     else:
-        print(f"{reply.role} {reply.name} at {host}:{port}: {'ready' if reply.ready else 'not ready'}")
+        print(f"{reply.role} {reply.name} at {address}: {'ready' if reply.ready else 'not ready'}")
     return EXIT_OK if reply.ready else EXIT_ERROR
 
 
