@@ -423,3 +423,18 @@ def as_float(value: Any) -> float | None:
     if isinstance(value, bool):
         return 1.0 if value else 0.0
     return as_number(value)
+
+
+_LEASES: dict[float, float] = {}
+
+
+def as_lease(value: Any) -> float:
+    """A job's JobLeaseDuration as HTCondor's startd reads it (LookupInteger: a number,
+    truncated to whole seconds), or 0.0 where it gives no lease of its own (missing, not a
+    number, not positive): then the claim keeps ALIVE_INTERVAL x MAX_CLAIM_ALIVES_MISSED.
+    One float per distinct lease: every claim of a big pool holds one."""
+    v = as_float(value)
+    if v is None or v < 1:
+        return 0.0
+    v = float(min(int(v), 2 ** 31 - 1))
+    return _LEASES.setdefault(v, v) if len(_LEASES) < 1000 else v

@@ -219,6 +219,7 @@ class ClaimsMixin:
         before = {k: job.attrs.get(k) for k in changes}
         job_ad = job.text()
         claim.job = job.key
+        claim.job_lease = scheduling.job_lease_s(job)
         n = self.change(job, changes)
         # A query shows the job Running from here on, while the startd is being asked: its
         # record goes to the OS now, so a schedd killed meanwhile does not forget the start.
@@ -415,7 +416,7 @@ class ClaimsMixin:
         now = self.clock.now()
         # A startd that runs behind answers late: only a lease's worth of silence beyond the
         # pool's own lag means it is gone.
-        limit = self.cfg.claim_lease_s + self.lag_allowance_s()
+        lease, allowance = self.cfg.claim_lease_s, self.lag_allowance_s()
         for address, claims in by_addr.items():
             pending = [(t0, t) for t0, t in self._keepalives.get(address, []) if not t.done()]
             self._keepalives[address] = pending
@@ -424,7 +425,7 @@ class ClaimsMixin:
                 heard = self._startd_heard.get(address, 0.0)
                 for c in claims:
                     silent = now - max(c.last_alive_ok, heard)
-                    if c.id in self.claims and silent > limit:
+                    if c.id in self.claims and silent > c.lease_s(lease) + allowance:
                         await self._claim_lost(c, f"startd at {address} has not answered a keepalive for "
                                                   f"{silent:.0f} s")
                 continue
@@ -440,11 +441,11 @@ class ClaimsMixin:
         except grpc.aio.AioRpcError as e:
             # A startd (or this schedd) that runs behind answers late; only a lease's worth of
             # silence beyond the pool's own lag means the startd is gone.
-            limit = self.cfg.claim_lease_s + self.lag_allowance_s()
+            lease, allowance = self.cfg.claim_lease_s, self.lag_allowance_s()
             heard = self._startd_heard.get(address, 0.0)
             for c in claims:
                 silent = now - max(c.last_alive_ok, heard)
-                if c.id in self.claims and silent > limit:
+                if c.id in self.claims and silent > c.lease_s(lease) + allowance:
                     await self._claim_lost(c, f"startd at {address} unreachable for "
                                               f"{silent:.0f} s ({describe(e)})")
             return

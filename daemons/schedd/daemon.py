@@ -26,7 +26,7 @@ from daemons.core.config import ConfigError, Param
 from daemons.core.daemon import Daemon
 from daemons.core.rpc import describe
 from daemons.pb.htcpool import common_pb2, negotiator_pb2_grpc, schedd_pb2_grpc
-from daemons.schedd import txlog
+from daemons.schedd import scheduling, txlog
 from daemons.schedd.activation import DelayHistogram
 from daemons.schedd.autocluster import (IDENTIFIER, AutoclusterConfig, Autoclusterer, AutoclusterStats,
                                         check_names, parse_rounding)
@@ -57,6 +57,9 @@ class ScheddConfig:
     default_request_memory: str = "128"
     default_request_disk: str = "MAX({1024, (TransferInputSizeMB+1) * 1.25}) * 1024"
     default_request_cpus: str = "1"
+    # JOB_DEFAULT_LEASE_DURATION: the JobLeaseDuration a job gets when its submit
+    # description sets none (HTCondor's 2400 for universes that reconnect; "" for none).
+    default_job_lease: str = "2400"
     autocluster: AutoclusterConfig = field(default_factory=AutoclusterConfig)
     min_interval_s: float = 5.0               # SCHEDD_MIN_INTERVAL
     max_pending_startd_contacts: int = 0      # MAX_PENDING_STARTD_CONTACTS (0: no limit)
@@ -90,6 +93,7 @@ class ScheddConfig:
             default_request_memory=p.expr("JOB_DEFAULT_REQUESTMEMORY", "128") or "128",
             default_request_disk=p.expr("JOB_DEFAULT_REQUESTDISK", cls.default_request_disk) or cls.default_request_disk,
             default_request_cpus=p.expr("JOB_DEFAULT_REQUESTCPUS", "1") or "1",
+            default_job_lease=p.expr("JOB_DEFAULT_LEASE_DURATION", "2400") or "",
             autocluster=read_autocluster_config(p),
             min_interval_s=float(p.int("SCHEDD_MIN_INTERVAL", 5, minimum=0) or 0),
             max_pending_startd_contacts=p.int("MAX_PENDING_STARTD_CONTACTS", 0, minimum=0) or 0,
@@ -226,7 +230,8 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
             slot = ads.parse_expr(job.attrs.get("RemoteHost", '""')).eval()
             if isinstance(claim_id, str) and claim_id and isinstance(addr, str) and addr:
                 self.claims[claim_id] = ScheddClaim(claim_id, str(slot), _strip_addr(addr), job.submitter,
-                                                    now, None, job.key, now)
+                                                    now, None, job.key, now,
+                                                    job_lease=scheduling.job_lease_s(job))
         if self.claims:
             self.log.info("reconnecting to %d running job(s)", len(self.claims))
         self.add_periodic("keepalive", self.cfg.alive_interval_s, self.keepalive)
@@ -285,7 +290,8 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
                             now=int(self.clock.now()), schedd_name=self.name, arch=self.cfg.arch,
                             opsys=self.cfg.opsys, default_request_memory=self.cfg.default_request_memory,
                             default_request_disk=self.cfg.default_request_disk,
-                            default_request_cpus=self.cfg.default_request_cpus)
+                            default_request_cpus=self.cfg.default_request_cpus,
+                            default_job_lease=self.cfg.default_job_lease)
         build = build_cluster(desc, ctx, max_jobs=self.cfg.max_jobs_per_submission)
         if not caller.open:
             for text in {a.get("Owner", build.common.get("Owner", '""')) for a in build.distinct()}:

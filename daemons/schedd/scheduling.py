@@ -30,11 +30,31 @@ class ScheddClaim:
     # and been vacated (a CLAIM_READY event); `job` is then the job waiting for it.
     pending: bool = False
     limits: str = ""                   # ConcurrencyLimits of the job the negotiator matched (claim recycling)
+    job_lease: float = 0.0             # the running job's JobLeaseDuration (0.0: none; job_lease_s)
+
+    def lease_s(self, claim_lease_s: float) -> float:
+        """How long this schedd waits on a silent startd before it gives the claim up: the
+        running job's lease (the shadow's, in HTCondor: it tries to reconnect for as long),
+        else the claim lease. Never shorter than the startd's wait for the same claim, so a
+        job is not run again elsewhere while the startd may still be running it."""
+        return self.job_lease if self.job is not None and self.job_lease else claim_lease_s
 
     @property
     def slot_ad(self) -> classad2.ClassAd | None:
         """The claimed slot's ad, parsed afresh."""
         return self.packed_ad.parse() if self.packed_ad is not None else None
+
+
+def job_lease_s(job: Job) -> float:
+    """The job's JobLeaseDuration, read as the startd reads it (ads.as_lease); 0.0 if none."""
+    text = job.get("JobLeaseDuration")
+    if text is None:
+        return 0.0
+    try:
+        value = int(text)             # the usual case, a literal: no ad to build
+    except (TypeError, ValueError):
+        value = ads.get(job.classad(), "JobLeaseDuration")
+    return ads.as_lease(value)
 
 
 @dataclass

@@ -263,6 +263,7 @@ class SubmitContext:
     default_request_memory: str = "128"
     default_request_disk: str = "MAX({1024, (TransferInputSizeMB+1) * 1.25}) * 1024"
     default_request_cpus: str = "1"
+    default_job_lease: str = "2400"       # JOB_DEFAULT_LEASE_DURATION ("": none)
     first_proc: int = 0
 
 

@@ -109,6 +109,11 @@ class JobBuilder:
                 if self._checked[key]:
                     raise self.fail(st.line, self._checked[key])
         ad.setdefault("Rank", "0.0")
+        # condor_submit gives a job that can reconnect (vanilla, the universe emulated here)
+        # the pool's default lease when its description sets none: how long its claim
+        # outlives a silent schedd or startd once the job runs.
+        if ctx.default_job_lease and "JobLeaseDuration" not in ad:
+            ad["JobLeaseDuration"] = ctx.default_job_lease
 
         req = value("requirements")
         user_req = self.expr(req[0], req[1], "requirements") if req is not None else ""

@@ -82,19 +82,20 @@ class Startd:
 
         events = []
         lease = self.cfg.claim_lease_s
-        limit = lease + max(0.0, allowance_s)
+        allowance = max(0.0, allowance_s)
         for m, s in [(m, s) for m in self.machines.values() for s in list(m.slots.values()) if s.pre is not None]:
             pre = s.pre
             assert pre is not None
-            if now - pre.last_alive > limit:
+            if now - pre.last_alive > lease + allowance:
                 withdraw(m, s, now)
                 events.append(JobEvent("claim_lost", pre.id, "", m.name_of(s), pre.schedd_address, now,
                                        f"claim lease expired (not kept alive for {lease:.0f} s)"))
         for m, s in self.claims():
             c = s.claim
             assert c is not None
-            if now - c.last_alive > limit:
-                ev = m.release(s, now, f"claim lease expired (not kept alive for {lease:.0f} s)", lost=True)
+            own = c.lease_s(lease)
+            if now - c.last_alive > own + allowance:
+                ev = m.release(s, now, f"claim lease expired (not kept alive for {own:.0f} s)", lost=True)
                 if ev is not None:
                     events.append(ev)
                 take_over(m, s, now)

@@ -85,6 +85,10 @@ class Claim:
     job_packed: bytes = b""
     job_advertised: tuple[tuple[str, str], ...] = ()   # JOB_ATTRS_ADVERTISED the job sets to a string
     job_has_mjrt: bool = False                         # the job sets its own MaxJobRetirementTime
+    # The running job's JobLeaseDuration (0.0: none). HTCondor's startd takes the claim's
+    # lease from the job ad at activation (Claim::cacheJobInfo), so a running job outlives a
+    # silent schedd for its job's lease (2400 s by default), not for a few keepalives.
+    job_lease: float = 0.0
 
     def __post_init__(self) -> None:
         # A few schedds and submitters hold thousands of claims, and each RPC brings its own
@@ -107,10 +111,18 @@ class Claim:
         self.job_advertised = tuple((attr, v) for attr in JOB_ATTRS_ADVERTISED
                                     if isinstance(v := ads.get(ad, attr), str))
         self.job_has_mjrt = "MaxJobRetirementTime" in ad
+        self.job_lease = ads.as_lease(ads.get(ad, "JobLeaseDuration"))
 
     def drop_job(self) -> None:
         self.job_zdict = self.job_packed = b""
-        self.job_advertised, self.job_has_mjrt = (), False
+        self.job_advertised, self.job_has_mjrt, self.job_lease = (), False, 0.0
+
+    def lease_s(self, claim_lease_s: float) -> float:
+        """How long the claim lives without a keepalive: its job's lease while a job runs,
+        else the startd's claim lease. (HTCondor's startd keeps the job's lease after the
+        job; its alives to the schedd then find out soon whether the claim is still wanted.
+        This startd sends none, so an idle claim goes back to the keepalive lease.)"""
+        return self.job_lease or claim_lease_s
 
     def parsed_job(self) -> classad2.ClassAd | None:
         """job_ad, for an evaluation that may not need it (policy.evaluate calls it only then)."""

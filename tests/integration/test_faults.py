@@ -1,7 +1,9 @@
 """Each fault kind on a small real pool: the fault acts, and every job still completes exactly once.
 
 Leases are short (ALIVE_INTERVAL 20 x MAX_CLAIM_ALIVES_MISSED 3 = 60 pool s, 0.6 s of
-wall time at TIME_SCALE 100) so a fault outlives a claim within a second or two.
+wall time at TIME_SCALE 100, and a running job's JobLeaseDuration 60 through
+JOB_DEFAULT_LEASE_DURATION, as HTCondor's own tests shorten it) so a fault outlives a
+claim within a second or two.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from daemons.core.faults import Fault
 
 from .conftest import PSLOT, SLEEP, attr, wait_jobs, wait_slots
 
-SHORT_LEASE = "ALIVE_INTERVAL = 20\nMAX_CLAIM_ALIVES_MISSED = 3\n"
+SHORT_LEASE = "ALIVE_INTERVAL = 20\nMAX_CLAIM_ALIVES_MISSED = 3\nJOB_DEFAULT_LEASE_DURATION = 60\n"
 
 
 def _ids(jobs) -> list[str]:
@@ -86,6 +88,30 @@ async def test_dropped_keepalives_end_the_claims_and_the_jobs_run_again_once(mak
         log = (pool.state_dir / "log" / "StartLog").read_text()
         assert "FAULT nokeepalive fired on call Startd.KeepAlive" in log
         assert "lease" in log.lower()
+
+
+async def test_a_running_jobs_claim_lives_for_its_job_lease_not_for_a_few_keepalives(make_pool):
+    """HTCondor's startd takes a running claim's lease from the job (JobLeaseDuration, at
+    activation), and the schedd waits as long on a silent startd: with keepalives dropped
+    for 300 pool seconds, a job with a 60 s lease loses its claim and runs again, and a job
+    with a 1,200 s lease runs on, started once, though the keepalive lease is 60 s."""
+    pool = make_pool("NUM_CPUS = 2\n" + PSLOT + "ALIVE_INTERVAL = 20\nMAX_CLAIM_ALIVES_MISSED = 3\n")
+    startd = pool.daemons["startd1"]
+    job = "universe = vanilla\nexecutable = /bin/sleep\narguments = 400\njob_lease_duration = {}\nqueue\n"
+    async with pool.client() as c:
+        await wait_slots(c, 1)
+        await c.submit(job.format(60), "short.sub", "bob")
+        await c.submit(job.format(1200), "long.sub", "bob")
+        await wait_jobs(c, "JobStatus == 2", 2)
+        now = await c.pool_now()
+        await c.set_faults(startd.address, [fault_to_pb(Fault("nokeepalive", method="KeepAlive", drop=True,
+                                                              peer="schedd", stop=now + 300.0))])
+        history = await _all_once(c, 2)
+        starts = {attr(j, "JobLeaseDuration"): attr(j, "NumJobStarts") for j in history}
+        assert starts[1200] == 1 and starts[60] >= 2, starts
+        log = (pool.state_dir / "log" / "StartLog").read_text()
+        assert "FAULT nokeepalive fired on call Startd.KeepAlive" in log
+        assert "not kept alive for 60 s" in log and "not kept alive for 1200 s" not in log
 
 
 async def test_a_startd_clock_jumped_past_the_lease_and_the_jobs_still_complete_once(make_pool):

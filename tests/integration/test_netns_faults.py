@@ -22,6 +22,7 @@ COLLECTOR_HOST = collector:9618
 NUM_CPUS = 1
 ALIVE_INTERVAL = 20
 MAX_CLAIM_ALIVES_MISSED = 3
+JOB_DEFAULT_LEASE_DURATION = 60
 """
 CONNECT = ("import socket,sys\n"
            "try:\n    socket.create_connection((sys.argv[1], int(sys.argv[2])), 2).close(); print('open')\n"

@@ -15,11 +15,12 @@ from .conftest import STATIC, SLEEP, attr, FAST, PSLOT, wait_jobs, wait_slots
 
 
 async def test_schedd_kill9_mid_run_keeps_the_queue_and_reconnects(make_pool):
-    # The claims must outlive the restart to be reconnected: a 2,000 pool-second lease, 20 s
-    # of wall time. With the default (6 x 60 s, 3.6 s of wall time at TIME_SCALE 100) a
-    # restart slowed by a loaded machine (4.3 s from the kill to the new schedd's first line,
-    # in a failing run of the whole suite) let the startd end both claims, as it should.
-    pool = make_pool("NUM_CPUS = 2\n" + PSLOT + "ALIVE_INTERVAL = 20\nMAX_CLAIM_ALIVES_MISSED = 100\n")
+    # The running jobs' claims outlive the restart on their JobLeaseDuration (2400 pool s by
+    # default: 24 s of wall time at TIME_SCALE 100), as HTCondor's do. On the keepalive lease
+    # alone (6 x 60 s, 3.6 s of wall time) a restart slowed by a loaded machine (4.3 s from
+    # the kill to the new schedd's first line, in a failing run of the whole suite) let the
+    # startd end both claims.
+    pool = make_pool("NUM_CPUS = 2\n" + PSLOT)
     async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit(SLEEP.format(seconds=800, n=3), "three.sub", "alice")
@@ -81,13 +82,14 @@ async def test_collector_expires_ads_of_a_dead_startd(make_pool):
 
 
 async def test_dead_startd_returns_its_jobs_to_idle(make_pool):
-    pool = make_pool("NUM_CPUS = 1\n" + PSLOT + "ALIVE_INTERVAL = 20\nMAX_CLAIM_ALIVES_MISSED = 3\n")
+    pool = make_pool("NUM_CPUS = 1\n" + PSLOT + "ALIVE_INTERVAL = 20\nMAX_CLAIM_ALIVES_MISSED = 3\n"
+                     "JOB_DEFAULT_LEASE_DURATION = 60\n")
     async with pool.client() as c:
         await wait_slots(c, 1)
         await c.submit(SLEEP.format(seconds=100000, n=1), "long.sub", "carol")
         await wait_jobs(c, "JobStatus == 2", 1)
         pool.kill("startd1", signal.SIGKILL)
-        # After the claim lease (3 x 20 s) without keepalives the schedd gives the job back.
+        # After the running job's lease (60 s) without keepalives the schedd gives the job back.
         jobs = await wait_jobs(c, "JobStatus == 1 && LastRemoteHost =!= undefined", 1, timeout_s=60)
         assert "unreachable" in attr(jobs[0], "VacateReason")
 

@@ -4,7 +4,8 @@ import classad2
 from daemons.core.adpack import AdPacker
 from daemons.schedd import txlog
 from daemons.schedd.jobqueue import JobQueue
-from daemons.schedd.scheduling import ScheddClaim, claim_reusable, idle_jobs, job_order, pick_job_for_slot
+from daemons.schedd.scheduling import (ScheddClaim, claim_reusable, idle_jobs, job_lease_s, job_order,
+                                       pick_job_for_slot)
 from daemons.schedd.submit import SubmitContext, build_jobs, parse_submit
 
 NOW = 2000.0
@@ -90,6 +91,20 @@ def test_worklife_1200():
 
 def test_negative_worklife_is_forever():
     assert claim_reusable(claim(), 1_000_000.0, -1) is True
+
+
+def test_a_running_jobs_claim_waits_on_a_silent_startd_for_the_jobs_lease():
+    q = queue("cmd = /bin/true\nqueue\n", "cmd = /bin/true\njob_lease_duration = 90 + RequestCpus\nqueue\n",
+              "cmd = /bin/true\njob_lease_duration = \"soon\"\nqueue\n")
+    assert [job_lease_s(q.jobs[(c, 0)]) for c in (1, 2, 3)] == [2400.0, 91.0, 0.0]
+    c = claim()
+    assert c.lease_s(360.0) == 360.0                     # no job: the claim lease
+    c.job, c.job_lease = (1, 0), 2400.0
+    assert c.lease_s(360.0) == 2400.0
+    c.job_lease = 0.0                                    # a job with no lease of its own
+    assert c.lease_s(360.0) == 360.0
+    c.job, c.job_lease = None, 2400.0                    # the job has left the claim
+    assert c.lease_s(360.0) == 360.0
 
 
 def test_claim_without_slot_ad_is_not_reused():

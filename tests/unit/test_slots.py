@@ -1,6 +1,8 @@
 """daemons/startd/slots.py: claims, dynamic slots, emulated jobs, leases, slot ads."""
 import classad2
+import pytest
 
+from daemons.core import ads
 from daemons.core.config import Param
 from daemons.startd.config import Resources, SlotTypeSpec, StartdConfig, read_startd_config
 from daemons.startd.machines import Startd
@@ -224,6 +226,33 @@ def test_expire_leases_drops_a_claim_not_kept_alive():
         ("claim_lost", lost.claim_id, "1.1", "slot1_2@host")]
     assert sorted(m.slots) == ["slot1", "slot1_1"]
     assert sd.find_claim(lost.claim_id) is None
+
+
+def test_a_running_job_keeps_its_claim_for_its_job_lease():
+    # HTCondor's startd sets a claim's lease from the job's JobLeaseDuration at activation;
+    # once the job is done the claim is back on the keepalive lease (6 x 300 s here).
+    sd = pslot_startd(alive_interval_s=300.0, max_claim_alives_missed=6)
+    m = sd.machines["host"]
+    long = claim(m, m.slots["slot1"])
+    short = claim(m, m.slots["slot1"])
+    m.activate(m.slots["slot1_1"], job(ProcId="1", JobLeaseDuration="2400", Args='"100000"'), NOW)
+    m.activate(m.slots["slot1_2"], job(ProcId="2", JobLeaseDuration="600.9", Args='"100000"'), NOW)
+    assert [e.claim_id for e in sd.expire_leases(NOW + 601)] == [short.claim_id]
+    assert sd.expire_leases(NOW + 2400) == []
+    assert [e.claim_id for e in sd.expire_leases(NOW + 2401)] == [long.claim_id]
+    # A job done, its claim idle: the keepalive lease again.
+    done = claim(m, m.slots["slot1"])
+    s = sd.find_claim(done.claim_id)[1]
+    m.activate(s, job(ProcId="3", JobLeaseDuration="2400", Args='"10"'), NOW)
+    m.finish_job(s, NOW + 10)
+    assert sd.expire_leases(NOW + 1800) == []
+    assert [e.claim_id for e in sd.expire_leases(NOW + 1801)] == [done.claim_id]
+
+
+@pytest.mark.parametrize("value, lease", [("60", 60.0), ("60.7", 60.0), ("2 * 30", 60.0), ("0", 0.0),
+                                          ("-5", 0.0), ('"60"', 0.0), ("undefined", 0.0), ("Missing", 0.0)])
+def test_a_job_lease_is_read_as_htcondor_reads_it(value, lease):
+    assert ads.as_lease(ads.get(job(JobLeaseDuration=value), "JobLeaseDuration")) == lease
 
 
 def test_the_pools_lag_stretches_a_lease():

@@ -129,6 +129,18 @@ def test_default_requirements():
         "(TARGET.Memory >= RequestMemory) && (TARGET.Cpus >= RequestCpus) && (TARGET.HasFileTransfer)")
 
 
+def test_a_job_gets_the_default_lease_unless_it_sets_its_own():
+    # condor_submit: JobLeaseDuration = $(JOB_DEFAULT_LEASE_DURATION) (2400) for a job that
+    # can reconnect and sets none; the description's job_lease_duration or +JobLeaseDuration wins.
+    assert one("cmd = /bin/true\nqueue\n")["JobLeaseDuration"] == "2400"
+    assert one("cmd = /bin/true\njob_lease_duration = 600\nqueue\n")["JobLeaseDuration"] == "600"
+    assert one("cmd = /bin/true\n+JobLeaseDuration = 2 * 60\nqueue\n")["JobLeaseDuration"] == "2 * 60"
+    pool = SubmitContext(owner="alice", uid_domain="example.org", cluster_id=7, now=1000, default_job_lease="300")
+    assert build_jobs(parse_submit("cmd = /bin/true\nqueue\n", "j.sub"), pool)[0]["JobLeaseDuration"] == "300"
+    none = SubmitContext(owner="alice", uid_domain="example.org", cluster_id=7, now=1000, default_job_lease="")
+    assert "JobLeaseDuration" not in build_jobs(parse_submit("cmd = /bin/true\nqueue\n", "j.sub"), none)[0]
+
+
 def test_user_requirements_come_first():
     ad = one("cmd = /bin/true\nrequirements = TARGET.Memory > 4096\nqueue\n")
     clauses = ad["Requirements"].split(" && ")
