@@ -58,7 +58,7 @@ class ScheddConfig:
     default_request_disk: str = "MAX({1024, (TransferInputSizeMB+1) * 1.25}) * 1024"
     default_request_cpus: str = "1"
     # JOB_DEFAULT_LEASE_DURATION: the JobLeaseDuration a job gets when its submit
-    # description sets none (HTCondor's 2400 for universes that reconnect; "" for none).
+    # description sets none (HTCondor's 2400, for the universes that reconnect).
     default_job_lease: str = "2400"
     autocluster: AutoclusterConfig = field(default_factory=AutoclusterConfig)
     min_interval_s: float = 5.0               # SCHEDD_MIN_INTERVAL
@@ -93,7 +93,8 @@ class ScheddConfig:
             default_request_memory=p.expr("JOB_DEFAULT_REQUESTMEMORY", "128") or "128",
             default_request_disk=p.expr("JOB_DEFAULT_REQUESTDISK", cls.default_request_disk) or cls.default_request_disk,
             default_request_cpus=p.expr("JOB_DEFAULT_REQUESTCPUS", "1") or "1",
-            default_job_lease=p.expr("JOB_DEFAULT_LEASE_DURATION", "2400") or "",
+            # Empty is unset, as for every knob here; `undefined` gives jobs no lease of their own.
+            default_job_lease=p.expr("JOB_DEFAULT_LEASE_DURATION", "2400") or "2400",
             autocluster=read_autocluster_config(p),
             min_interval_s=float(p.int("SCHEDD_MIN_INTERVAL", 5, minimum=0) or 0),
             max_pending_startd_contacts=p.int("MAX_PENDING_STARTD_CONTACTS", 0, minimum=0) or 0,

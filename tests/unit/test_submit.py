@@ -141,6 +141,16 @@ def test_a_job_gets_the_default_lease_unless_it_sets_its_own():
     assert "JobLeaseDuration" not in build_jobs(parse_submit("cmd = /bin/true\nqueue\n", "j.sub"), none)[0]
 
 
+def test_the_schedd_reads_job_default_lease_duration():
+    from pathlib import Path
+
+    from daemons.core.config import Param
+    from daemons.schedd.daemon import ScheddConfig
+    lease = [ScheddConfig.from_param(Param.from_dict(d), Path("/tmp")).default_job_lease
+             for d in ({}, {"JOB_DEFAULT_LEASE_DURATION": "300"}, {"JOB_DEFAULT_LEASE_DURATION": "undefined"})]
+    assert lease == ["2400", "300", "undefined"]
+
+
 def test_user_requirements_come_first():
     ad = one("cmd = /bin/true\nrequirements = TARGET.Memory > 4096\nqueue\n")
     clauses = ad["Requirements"].split(" && ")
