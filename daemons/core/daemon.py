@@ -293,6 +293,13 @@ class Daemon:
         p.task = asyncio.create_task(self._run_periodic(p, first_delay_s), name=f"{self.role}:{name}")
         return p
 
+    def set_interval(self, name: str, interval_s: float) -> None:
+        """Change a periodic task's interval: it runs now, then every `interval_s` (as
+        HTCondor resets a timer)."""
+        p = self._periodics[name]
+        p.interval_s = max(interval_s, 1e-6)
+        p.wake.set()
+
     def trigger(self, name: str) -> None:
         p = self._periodics.get(name)
         if p is not None:

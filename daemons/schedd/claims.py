@@ -220,6 +220,7 @@ class ClaimsMixin:
         job_ad = job.text()
         claim.job = job.key
         claim.job_lease = scheduling.job_lease_s(job)
+        self.note_job_lease(claim.job_lease, job.key)
         n = self.change(job, changes)
         # A query shows the job Running from here on, while the startd is being asked: its
         # record goes to the OS now, so a schedd killed meanwhile does not forget the start.
@@ -421,7 +422,7 @@ class ClaimsMixin:
             pending = [(t0, t) for t0, t in self._keepalives.get(address, []) if not t.done()]
             self._keepalives[address] = pending
             if pending and (len(pending) >= MAX_KEEPALIVES_IN_FLIGHT
-                            or now - pending[-1][0] < self.cfg.alive_interval_s):
+                            or now - pending[-1][0] < self.keepalive_interval_s):
                 heard = self._startd_heard.get(address, 0.0)
                 for c in claims:
                     silent = now - max(c.last_alive_ok, heard)
@@ -458,6 +459,21 @@ class ClaimsMixin:
                 await self._claim_lost(c, "the startd no longer holds the claim")
             else:
                 c.last_alive_ok = max(c.last_alive_ok, now)   # an older call may answer after a newer one
+
+    def note_job_lease(self, lease_s: float, job: tuple[int, int] | None) -> None:
+        """A job starts (or is reconnected) with this JobLeaseDuration: keep claims alive at
+        least three times per lease, as HTCondor's schedd does (RecomputeAliveInterval: the
+        shortest lease seen, over three, never more often than every 10 s, only ever
+        lowered), so a short job lease does not lapse between two keepalives."""
+        if lease_s <= 0:
+            return
+        interval = max(10.0, float(int(lease_s) // 3))
+        if interval >= self.keepalive_interval_s:
+            return
+        self.keepalive_interval_s = interval
+        self.set_interval("keepalive", interval)
+        self.log.info("keepalive interval lowered to %.0f s (job %s has a JobLeaseDuration of %.0f s)",
+                      interval, ".".join(map(str, job)) if job else "?", lease_s)
 
     def _heard(self, address: str, now: float) -> None:
         """The startd at `address` answered or called: it is up. Its claims are not given up

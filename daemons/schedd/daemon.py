@@ -177,6 +177,9 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         # When each startd was last heard from (a claim or activation answered, job events
         # received): a startd that talks to us is not gone, however late its keepalives.
         self._startd_heard: dict[str, float] = {}
+        # How often claims are kept alive: ALIVE_INTERVAL, lowered by short job leases
+        # (ClaimsMixin.note_job_lease).
+        self.keepalive_interval_s = cfg.alive_interval_s
         self._log_seq = 0
         self._advertised_submitters: set[str] = set()
         self.counters = defaultdict(int)
@@ -235,7 +238,9 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
                                                     job_lease=scheduling.job_lease_s(job))
         if self.claims:
             self.log.info("reconnecting to %d running job(s)", len(self.claims))
-        self.add_periodic("keepalive", self.cfg.alive_interval_s, self.keepalive)
+        self.add_periodic("keepalive", self.keepalive_interval_s, self.keepalive)
+        for claim in self.claims.values():
+            self.note_job_lease(claim.job_lease, claim.job)
         self.add_periodic("clean_queue", self.cfg.queue_clean_interval_s, self.clean_queue_log,
                           first_delay_s=self.cfg.queue_clean_interval_s)
 

@@ -114,6 +114,22 @@ async def test_a_running_jobs_claim_lives_for_its_job_lease_not_for_a_few_keepal
         assert "not kept alive for 60 s" in log and "not kept alive for 1200 s" not in log
 
 
+async def test_a_job_lease_shorter_than_the_keepalive_interval_lowers_the_interval(make_pool):
+    """A job's lease (150 s) far shorter than ALIVE_INTERVAL (300 s): the schedd keeps
+    claims alive every lease / 3, as HTCondor's schedd does, so the job runs once, on one
+    claim, though no keepalive would otherwise have reached the startd within its lease."""
+    pool = make_pool("NUM_CPUS = 1\n" + PSLOT + "ALIVE_INTERVAL = 300\n")
+    job = "universe = vanilla\nexecutable = /bin/sleep\narguments = 600\njob_lease_duration = 150\nqueue\n"
+    async with pool.client() as c:
+        await wait_slots(c, 1)
+        await c.submit(job, "short-lease.sub", "bob")
+        [done] = await _all_once(c, 1)
+        assert attr(done, "NumJobStarts") == 1
+        assert "keepalive interval lowered to 50 s (job 1.0 has a JobLeaseDuration of 150 s)" in \
+            (pool.state_dir / "log" / "SchedLog").read_text()
+        assert "claim lease expired" not in (pool.state_dir / "log" / "StartLog").read_text()
+
+
 async def test_a_startd_clock_jumped_past_the_lease_and_the_jobs_still_complete_once(make_pool):
     """Found by fault injection: the startd dropped news of a job as "older than a lease" by
     its pool-time stamp, so after its clock jumped an hour ahead the exits of jobs that
