@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from daemons.startd.machines import Startd
 
 EVENT_RETRY_MAX_WALL_S = 5.0
-EXIT_NEWS_KEEP_S = 86400.0     # pool seconds an undelivered job exit is kept after its claim is gone
+JOB_NEWS_KEEP_S = 86400.0      # pool seconds undelivered news of a job is kept after its claim is gone
 MAX_EVENTS_PER_REPORT = 200    # events in one ClaimEvents call
 REPORT_TIMEOUT_S = 10.0        # wall seconds for one ClaimEvents call
 _EVENT_KINDS = {
@@ -68,18 +68,20 @@ class ReportsMixin:
 
     def _moot(self, ev: JobEvent, queued_wall: float) -> bool:
         """News no schedd needs any more. While the claim lives its schedd keeps it alive and
-        is owed the news, however long delivery takes. Once the claim is gone, news of an
-        eviction or a lost claim is moot after a claim lease (the schedd learns that the
-        claim is gone through KeepAlive, to the same effect); news of a job's exit is kept
-        for a day: a schedd that restarts with the job still running on that claim must
-        hear it finished, or it runs the job again. (Late news is harmless: the schedd
-        takes it only for a job still running on that very claim.) The wait is measured
-        on the wall clock: a jump of this startd's pool clock must not age the news."""
+        is owed the news, however long delivery takes. Once the claim is gone, news of a
+        job (its exit, its eviction, its claim lost) is kept for a day: a schedd that
+        restarts with the job still running on that claim must hear it finished, or it
+        runs the job again, and must hear when it stopped, or it counts the run until it
+        found the claim gone (a schedd may be away for as long as a job's lease, 40
+        minutes by default). News of a claim without a job (a preempting claim's) is moot
+        after a claim lease. (Late news is harmless: the schedd takes it only for a job
+        still running on that very claim.) The wait is measured on the wall clock: a jump
+        of this startd's pool clock must not age the news."""
         assert self.model is not None
         if self.model.find_claim(ev.claim_id) is not None:
             return False
         waited = (self.clock.wall() - queued_wall) * self.clock.scale
-        return waited > (EXIT_NEWS_KEEP_S if ev.kind == "exited" else self.cfg.claim_lease_s)
+        return waited > (JOB_NEWS_KEEP_S if ev.job_id else self.cfg.claim_lease_s)
 
     async def _deliver_events(self) -> None:
         backoff = 0.05

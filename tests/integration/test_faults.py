@@ -15,7 +15,7 @@ from daemons.cli.client import PoolClient, wait_for
 from daemons.core.fault_admin import fault_to_pb
 from daemons.core.faults import Fault
 
-from .conftest import PSLOT, SLEEP, attr, wait_jobs, wait_slots
+from .conftest import PSLOT, SLEEP, attr, htcpool, wait_jobs, wait_slots
 
 SHORT_LEASE = "ALIVE_INTERVAL = 20\nMAX_CLAIM_ALIVES_MISSED = 3\nJOB_DEFAULT_LEASE_DURATION = 60\n"
 
@@ -280,6 +280,36 @@ async def test_a_schedd_down_longer_than_a_lease_still_hears_its_job_finished(ma
         pool.restart("schedd")
         [job] = await _all_once(c, 1)
         assert attr(job, "NumJobStarts") == 1
+
+
+async def test_a_job_evicted_while_its_schedd_is_down_is_recorded_as_evicted_then(make_pool):
+    """A running job's claim outlives a schedd outage (its JobLeaseDuration). A job evicted
+    meanwhile (a quick drain) is recorded, once the schedd is back, as evicted when it was:
+    the startd keeps news of a job past a claim lease (it dropped an eviction's after one,
+    and the restarted schedd, finding the claim gone, counted the run until then)."""
+    pool = make_pool("NUM_CPUS = 1\n" + PSLOT + "MachineMaxVacateTime = 0\n")
+    log = pool.state_dir / "log" / "StartLog"
+    async with pool.client() as c:
+        await wait_slots(c, 1)
+        await c.submit(SLEEP.format(seconds=100000, n=1), "long.sub", "ivan")
+        [job] = await wait_jobs(c, "JobStatus == 2", 1)
+        pool.kill("schedd", signal.SIGKILL)
+        host = attr(job, "RemoteHost").split("@")[1]
+        r = htcpool("drain", host, "--how", "quick", "--state-dir", str(pool.state_dir))
+        assert r.returncode == 0, r.stderr
+        async def gone():
+            return "evicted (quick drain)" in log.read_text()
+        await wait_for(gone, timeout_s=30, what="the eviction")
+        evicted = await c.pool_now()
+
+        async def past_a_claim_lease():            # 6 x ALIVE_INTERVAL 60, and more
+            return await c.pool_now() > evicted + 600.0
+        await wait_for(past_a_claim_lease, timeout_s=60, what="600 pool seconds")
+        pool.restart("schedd")
+        [back] = await wait_jobs(c, "JobStatus == 1 && LastVacateTime =!= undefined", 1, timeout_s=60)
+        assert "quick drain" in attr(back, "VacateReason")
+        assert attr(back, "LastVacateTime") <= evicted + 1
+        assert attr(back, "RemoteWallClockTime") <= evicted + 1 - attr(job, "JobCurrentStartDate")
 
 
 async def test_the_job_queue_log_is_compacted_while_the_schedd_runs(make_pool):

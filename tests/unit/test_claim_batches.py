@@ -291,6 +291,19 @@ async def test_a_failed_report_keeps_its_events_and_those_behind_it_in_order():
     assert delivered == [f"1.{i}" for i in range(n)] and r._events == []
 
 
+def test_news_of_a_job_outlives_its_claim_for_a_day_and_other_news_for_a_lease():
+    # A schedd may be away for a job's whole lease (2400 s by default) and come back holding
+    # the claim: the job's exit or eviction must still reach it, with the time it happened.
+    r = _Reporter()
+    lease, day = _Cfg.claim_lease_s / _Clock.scale, 86400.0 / _Clock.scale   # wall seconds
+    evicted = JobEvent("evicted", "c1", "1.1", "slot1_1@vm", "schedd:1", 5.0)
+    lost = JobEvent("claim_lost", "c2", "1.2", "slot1_2@vm", "schedd:1", 5.0)
+    preempting = JobEvent("claim_lost", "c3", "", "slot1_3@vm", "schedd:1", 5.0)
+    assert [r._moot(ev, -(lease + 1)) for ev in (evicted, lost, preempting)] == [False, False, True]
+    assert [r._moot(ev, -(day + 1)) for ev in (evicted, lost, _event(1))] == [True, True, True]
+    assert not r._moot(_event(1), -(day - 1))
+
+
 async def test_a_keepalive_does_not_send_again_news_a_report_is_carrying():
     hold = asyncio.Event()
     r = _Reporter(hold=hold)
