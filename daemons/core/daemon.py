@@ -220,7 +220,6 @@ class Daemon:
                                                  tls=self.common.security.tls)
         if self.collector is not None and self.role != "collector":
             await self._learn_clock()
-        if self.collector is not None and self.role != "collector":
             self._follow_task = asyncio.create_task(self._follow_clock(), name=f"{self.role}:follow-clock")
         if self.common.fault_plan:
             from daemons.core.faults import parse_plan
