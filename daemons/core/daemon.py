@@ -29,7 +29,7 @@ from daemons.core.clock import CLOCK_SEGMENT_ATTRS, PoolClock, segment_from
 from daemons.core.collector_client import CollectorClient
 from daemons.core.common import CommonConfig
 from daemons.core.fault_layer import FaultClientLayer, FaultInjector
-from daemons.core.interceptors import ServerPipeline
+from daemons.core.interceptors import ServerPipeline, StartingGate
 from daemons.core.lag import LagMonitor
 from daemons.core.network import resolve_host
 from daemons.core.rpc import Channels, bind, call_with_retry, describe, new_server
@@ -106,10 +106,12 @@ class Daemon:
         self.errors: Counter[str] = Counter()
         self.collector = (CollectorClient(self.channels, common.collector_host, self.log)
                           if common.collector_host else None)
-        # Every incoming call passes this pipeline: security first (a refused call meets no
-        # fault), then faults; handler errors and per-method counts live here.
+        # Every incoming call passes this pipeline: refused while starting, then security (a
+        # refused call meets no fault), then faults; handler errors and call counts live here.
         self.rpc = ServerPipeline([self.security.layer, self.faults.layer],
                                   log=logging.getLogger(f"htcpool.{self.role}.rpc"))
+        self._starting = StartingGate(self.rpc, f"the {self.role}")
+        self.rpc.layers.insert(0, self._starting)
         # How late this process's event loop runs (the lag policy acts on it, pool-wide).
         self.lag = LagMonitor(lambda: self.clock.scale)
         self._follow_task: asyncio.Task | None = None
@@ -125,7 +127,7 @@ class Daemon:
         """Register the daemon's own gRPC services."""
 
     async def on_start(self) -> None:
-        """Work after the servers are up and before periodic tasks begin."""
+        """Restore state: the servers are up, but refuse calls until this returns."""
 
     async def on_close(self) -> None:
         """Work before the daemon's ads are withdrawn and its servers stop."""
@@ -231,6 +233,7 @@ class Daemon:
                       self.clock.scale)
         await self._check_advertised_address()
         await self.on_start()
+        self._starting.open()
         # Ready means advertised: once start() returns, the collector has our ads
         # (unless it cannot be reached, in which case we retry with backoff until it can).
         first_delay = self.common.update_interval_s

@@ -104,6 +104,31 @@ class ServerLayer:
         return {}
 
 
+class StartingGate(ServerLayer):
+    """Refuses every call with UNAVAILABLE until the daemon has restored its state.
+
+    A daemon serves its port before its start-up is over (it learns the pool's clock from
+    the collector first), and a restarted one keeps its old port, where peers are already
+    calling: a schedd that answered then would read a startd's news of a job's exit
+    against a queue not yet restored and drop it, or tell condor_q it has no jobs. As an
+    HTCondor daemon reads its state before it handles commands, calls are refused until
+    `open()`; callers retry UNAVAILABLE as they retry a daemon that is down. Once open,
+    the gate leaves the pipeline and costs nothing per call."""
+    name = "starting"
+
+    def __init__(self, pipeline: "ServerPipeline", what: str) -> None:
+        self.pipeline = pipeline
+        self.what = what
+
+    async def admit(self, call: Call, context: grpc.aio.ServicerContext) -> None:
+        await context.abort(grpc.StatusCode.UNAVAILABLE, f"{self.what} is starting (its state is not restored yet)")
+
+    def open(self) -> None:
+        # A new list, not an edit of the old: a call between two awaits of its admission
+        # goes on through the list it started with.
+        self.pipeline.layers = [layer for layer in self.pipeline.layers if layer is not self]
+
+
 @dataclass
 class OutgoingCall:
     """One call this process is about to make, as the client layers see it."""

@@ -1,14 +1,18 @@
 """Crashes and lost peers: the pool recovers without losing committed work."""
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
 import subprocess
 import sys
 
+import grpc
+
 from daemons.cli.client import wait_for
 from daemons.core.security.keys import create_key_file
+from daemons.pb.htcpool import schedd_pb2, schedd_pb2_grpc
 
 from .conftest import STATIC, SLEEP, attr, FAST, PSLOT, wait_jobs, wait_slots
 
@@ -43,6 +47,41 @@ async def test_schedd_kill9_mid_run_keeps_the_queue_and_reconnects(make_pool):
         assert sorted(attr(j, "ProcId") for j in done) == [0, 1, 2]
         assert {attr(j, "JobStatus") for j in done} == {4}
         assert all(attr(j, "NumJobStarts") == 1 for j in done)
+
+
+async def test_a_restarting_schedd_answers_nothing_until_its_queue_is_restored(make_pool):
+    """Found in CI: a restarted schedd served its old port before it had read its job queue
+    (while it learned the pool's clock from the collector), and a startd's news of a job's
+    exit that arrived then was dropped against the empty queue, so the job ran forever. A
+    paused collector holds the restart in that window for a wall second; every answer the
+    schedd gives must come from the restored queue."""
+    pool = make_pool(STATIC + "NUM_CPUS = 1\nSTART = False\n")
+    async with pool.client() as c:
+        await wait_slots(c, 1)
+        await c.submit(SLEEP.format(seconds=5, n=3), "three.sub", "alice")
+        await wait_jobs(c, "true", 3)
+        address = pool.daemons["schedd"].address
+        pool.kill("schedd", signal.SIGKILL)
+        pool.pause("collector")
+        restart = asyncio.create_task(asyncio.to_thread(pool.restart, "schedd"))
+        try:
+            async def answer() -> list[int] | None:
+                stub = schedd_pb2_grpc.ScheddStub(c.channels.get(address))
+                n = 0
+                try:
+                    async for chunk in stub.Query(schedd_pb2.QueryJobsRequest(constraint="true"), timeout=5.0):
+                        n += len(chunk.ads)
+                except grpc.aio.AioRpcError as e:
+                    if e.code() != grpc.StatusCode.UNAVAILABLE:
+                        raise
+                    await c.channels.drop(address)   # try a new connection next time
+                    return None
+                return [n]
+            first = await wait_for(answer, timeout_s=30, what="the restarted schedd to answer")
+            assert first == [3], f"the restarted schedd answered with {first[0]} job(s) before its queue was read"
+        finally:
+            pool.resume("collector")
+            await restart
 
 
 async def test_submit_is_durable_across_kill9(make_pool):

@@ -7,7 +7,7 @@ import logging
 import grpc
 import pytest
 
-from daemons.core.interceptors import Call, ClientLayer, ServerLayer, ServerPipeline, current_call
+from daemons.core.interceptors import Call, ClientLayer, ServerLayer, ServerPipeline, StartingGate, current_call
 from daemons.core.rpc import Channels, bind, new_server
 from daemons.pb.htcpool import admin_pb2, admin_pb2_grpc, collector_pb2, collector_pb2_grpc, common_pb2
 
@@ -102,6 +102,25 @@ async def test_a_layer_refuses_before_the_handler_runs(served):
         await ch.close()
     # context.abort() sends the status before the pipeline's finally counts the call.
     await _counted(pipeline, ("/htcpool.v1.Admin/Ping", "PERMISSION_DENIED"))
+
+
+async def test_the_starting_gate_refuses_every_call_until_it_opens_then_leaves_the_pipeline(served):
+    pipeline, admin, address = served
+    gate = StartingGate(pipeline, "the schedd")
+    pipeline.layers.insert(0, gate)
+    ch = Channels(layers=[_Tag("x-who", "alice@pool")])
+    try:
+        stub = admin_pb2_grpc.AdminStub(ch.get(address))
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            await stub.Ping(common_pb2.Empty(), timeout=5)
+        assert (e.value.code(), e.value.details()) == (grpc.StatusCode.UNAVAILABLE,
+                                                       "the schedd is starting (its state is not restored yet)")
+        assert admin.seen == []
+        gate.open()
+        assert gate not in pipeline.layers and len(pipeline.layers) == 1
+        assert (await stub.Ping(common_pb2.Empty(), timeout=5)).name == "alice@pool"
+    finally:
+        await ch.close()
 
 
 async def test_an_exception_in_a_layer_is_internal_logged_and_counted_too(served, caplog):
