@@ -18,7 +18,7 @@ from typing import Any
 from daemons.core import config as configmod
 from daemons.core import limits
 from daemons.core import log as logmod
-from daemons.core.common import SUBSYS, CommonConfig, read_common
+from daemons.core.common import SUBSYS, CommonConfig, StateFileError, read_common
 from daemons.core.config import ConfigError
 from daemons.core.daemon import Daemon
 from daemons.core.rpc import BindError
@@ -183,8 +183,8 @@ async def serve(daemon: Daemon, address_file: Path | None) -> int:
         daemon.log.error("%s", msg)
         print(f"htcpool daemon {daemon.role}: {msg}", file=sys.stderr)
         rc = 2
-    except (KeyFileError, TlsError) as e:
-        # A signing key or certificate it cannot use: one line naming the file.
+    except (KeyFileError, TlsError, StateFileError) as e:
+        # A signing key, certificate or state file it cannot use: one line naming the file.
         daemon.log.error("%s cannot start: %s", daemon.role, e)
         print(f"htcpool daemon {daemon.role}: cannot start: {e}", file=sys.stderr)
         rc = 2

@@ -20,8 +20,8 @@ from daemons.core import ads
 from daemons.core.crashpoints import crashpoint
 from daemons.core.rpc import describe
 from daemons.pb.htcpool import common_pb2, schedd_pb2, startd_pb2, startd_pb2_grpc
-from daemons.schedd import machine_attrs, scheduling
-from daemons.schedd.jobqueue import Job
+from daemons.schedd import machine_attrs, scheduling, txlog
+from daemons.schedd.jobqueue import HEADER_KEY, Job
 from daemons.schedd.scheduling import ScheddClaim
 from daemons.schedd.submit import COMPLETED, IDLE, RUNNING
 
@@ -207,6 +207,7 @@ class ClaimsMixin:
             "JobRunCount": str(job.int_attr("JobRunCount") + 1),
             "NumJobMatches": str(job.int_attr("NumJobMatches") + 1),
             "LastMatchTime": str(now),
+            "LastJobLeaseRenewal": str(now),    # as HTCondor's schedd sets it when the shadow starts
             "RemoteHost": _quote(claim.slot_name),
             "ClaimId": _quote(claim.id),
             "StartdIpAddr": _quote(f"<{claim.startd_address}>"),
@@ -412,9 +413,13 @@ class ClaimsMixin:
         the next one), up to MAX_KEEPALIVES_IN_FLIGHT; beyond that, claims whose lease (and
         the pool's lag) has passed are given up."""
         by_addr: dict[str, list[ScheddClaim]] = defaultdict(list)
+        running = False
         for c in self.claims.values():
             by_addr[c.startd_address].append(c)
+            running = running or c.job is not None
         now = self.clock.now()
+        if running:
+            self.renew_job_leases(now)
         # A startd that runs behind answers late: only a lease's worth of silence beyond the
         # pool's own lag means it is gone.
         lease, allowance = self.cfg.claim_lease_s, self.lag_allowance_s()
@@ -481,6 +486,27 @@ class ClaimsMixin:
         if now > self._startd_heard.get(address, 0.0):
             self._startd_heard[address] = now
 
+    def renew_job_leases(self, now: float) -> None:
+        """Record that the running jobs' leases were renewed now. HTCondor's schedd writes
+        LastJobLeaseRenewal into every running job's ad each alive interval, in one
+        non-durable transaction; here one header record stands for all of them (a pool of
+        10,000 running jobs at TIME_SCALE 1000 would otherwise log 30,000 lines a second). A
+        restarted schedd reads it to tell which jobs' leases ran out while it was down."""
+        self.queue.lease_renewal = int(now)
+        self.txlog.append([txlog.op_set(HEADER_KEY, "LastJobLeaseRenewal", str(int(now)))])
+        self.txlog.write_soon()    # non-durable, as HTCondor commits it: a crash only makes it older
+
+    def back_to_idle(self, job: Job, ran: float, reason: str) -> int:
+        """A run that ended without an exit: the job is idle again, `ran` pool seconds of
+        it counted (RemoteWallClockTime, CumulativeSlotTime); returns the transaction."""
+        t = int(self.clock.now())
+        return self.change(job, {"JobStatus": str(IDLE), "EnteredCurrentStatus": str(t),
+                                 "LastRemoteHost": job.attrs.get("RemoteHost"), "RemoteHost": None,
+                                 "ClaimId": None, "LastVacateTime": str(t), "VacateReason": _quote(reason),
+                                 "RemoteWallClockTime": repr(float(job.attrs.get("RemoteWallClockTime", "0")) + ran),
+                                 "CumulativeSlotTime": repr(float(job.attrs.get("CumulativeSlotTime", "0")) + ran),
+                                 **self.rotate_machine_attrs(job)})
+
     async def _claim_lost(self, claim: ScheddClaim, reason: str) -> None:
         self.claims.pop(claim.id, None)
         job = self.queue.jobs.get(claim.job) if claim.job else None
@@ -491,15 +517,9 @@ class ClaimsMixin:
         # Only a job still running on *this* claim goes back: it may already run on another.
         if job is None or job.status != RUNNING or job.attrs.get("ClaimId") != _quote(claim.id):
             return
-        t = int(self.clock.now())
         # The run counts until now, as the shadow's wall clock would when it gives up the claim.
-        ran = max(0.0, self.clock.now() - job.int_attr("JobCurrentStartDate", t))
-        n = self.change(job, {"JobStatus": str(IDLE), "EnteredCurrentStatus": str(t),
-                              "LastRemoteHost": job.attrs.get("RemoteHost"), "RemoteHost": None,
-                              "ClaimId": None, "LastVacateTime": str(t), "VacateReason": _quote(reason),
-                              "RemoteWallClockTime": repr(float(job.attrs.get("RemoteWallClockTime", "0")) + ran),
-                              "CumulativeSlotTime": repr(float(job.attrs.get("CumulativeSlotTime", "0")) + ran),
-                              **self.rotate_machine_attrs(job)})
+        now = self.clock.now()
+        n = self.back_to_idle(job, max(0.0, now - job.int_attr("JobCurrentStartDate", int(now))), reason)
         self.log.info("Job %s on %s returned to the queue: %s", job.id, claim.slot_name, reason)
         await self.txlog.commit(n)
         self.trigger("advertise")

@@ -205,8 +205,15 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         path = self.cfg.job_queue_log
         t0, cpu0 = time.perf_counter(), time.process_time()
         reader = txlog.LogReader(path)
-        for op in reader:
-            self.queue.apply_op(op)
+        try:
+            for op in reader:
+                self.queue.apply_op(op)
+        except UnicodeDecodeError as e:
+            raise txlog.LogCorrupt(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        except (ValueError, OverflowError) as e:
+            # An entry in the log's format whose value the queue cannot take (a header number
+            # that is not one): say where, as for a line that is not an entry at all.
+            raise txlog.LogCorrupt(f"{path}, line {reader.line}: {e}") from None
         seq, cut = reader.seq, reader.cut
         if cut:
             self.log.warning("%s ends inside a transaction (a crash mid-commit); that transaction is dropped", path)
@@ -228,14 +235,31 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         self.log.info("job queue %s: %d job(s) restored from %d log entries in %.3f s (%.3f s of CPU)",
                       path, len(self.queue), reader.entries, time.perf_counter() - t0, time.process_time() - cpu0)
         now = self.clock.now()
-        for job in self.queue.by_status(RUNNING):
+        expired = 0
+        for job in list(self.queue.by_status(RUNNING)):
+            lease = scheduling.job_lease_s(job)
+            renewed = scheduling.lease_renewed_at(job, self.queue.lease_renewal)
+            if scheduling.lease_expired(lease, renewed, now):
+                # As HTCondor's schedd at start-up (mark_idle): a job whose lease ran out while
+                # nobody renewed it is not reconnected; the startd has given it up by now. Its
+                # run counts until the lease lapsed: the startd runs a job for its lease after
+                # the last keepalive, which went out when the lease was last renewed.
+                assert renewed is not None
+                ran = max(0.0, min(now, renewed + lease) - job.int_attr("JobCurrentStartDate", renewed))
+                self.back_to_idle(job, ran, f"the job lease ({lease:.0f} s) expired while the schedd was down")
+                expired += 1
+                continue
             claim_id = ads.parse_expr(job.attrs.get("ClaimId", '""')).eval()
             addr = ads.parse_expr(job.attrs.get("StartdIpAddr", '""')).eval()
             slot = ads.parse_expr(job.attrs.get("RemoteHost", '""')).eval()
             if isinstance(claim_id, str) and claim_id and isinstance(addr, str) and addr:
+                # The claim was last known alive when its lease was last renewed.
                 self.claims[claim_id] = ScheddClaim(claim_id, str(slot), _strip_addr(addr), job.submitter,
-                                                    now, None, job.key, now,
-                                                    job_lease=scheduling.job_lease_s(job))
+                                                    now, None, job.key, float(renewed or now), job_lease=lease)
+        if expired:
+            await self.txlog.commit()
+            self.log.info("%d running job(s) returned to the queue: their job lease expired while the schedd "
+                          "was down", expired)
         if self.claims:
             self.log.info("reconnecting to %d running job(s)", len(self.claims))
         self.add_periodic("keepalive", self.keepalive_interval_s, self.keepalive)

@@ -36,6 +36,13 @@ def parse_job_id(text: str) -> tuple[int, int | None]:
     return int(c), None
 
 
+def _header_int(op: txlog.Op) -> int:
+    try:
+        return int(op.value)
+    except ValueError:
+        raise ValueError(f"{op.key} {op.name} = {op.value[:40]!r} is not an integer") from None
+
+
 class JobQueue:
     def __init__(self, uid_domain: str, rounding: Iterable[Rounding] = AutoclusterConfig().rounding) -> None:
         self.uid_domain = uid_domain
@@ -73,6 +80,10 @@ class JobQueue:
         # History records (history.py): the last number given, and records decided by
         # applied transactions that the schedd has not yet written to the history file.
         self.history_seq = 0
+        # The last time the schedd renewed its running jobs' leases (HTCondor writes
+        # LastJobLeaseRenewal into each running job's ad every alive interval; here one record
+        # in the queue's header stands for all of them: LastJobLeaseRenewal of 0.0).
+        self.lease_renewal = 0
         self._numbering: int | None = None
         self.retired: list[Record] = []
 
@@ -242,10 +253,12 @@ class JobQueue:
         else:
             if key == HEADER_KEY:
                 if op.code == txlog.SET and op.name == "NextClusterNum":
-                    self.next_cluster = int(op.value)
+                    self.next_cluster = _header_int(op)
+                elif op.code == txlog.SET and op.name == "LastJobLeaseRenewal":
+                    self.lease_renewal = _header_int(op)
                 elif op.code == txlog.SET and op.name == "HistorySeq":
                     # Numbers the history record of the job destroyed next (history.py).
-                    self.history_seq = int(op.value)
+                    self.history_seq = _header_int(op)
                     self._numbering = self.history_seq
                 return
             try:
@@ -468,6 +481,8 @@ class JobQueue:
         yield txlog.op_set(HEADER_KEY, "NextClusterNum", str(self.next_cluster))
         if self.history_seq:
             yield txlog.op_set(HEADER_KEY, "HistorySeq", str(self.history_seq))
+        if self.lease_renewal:
+            yield txlog.op_set(HEADER_KEY, "LastJobLeaseRenewal", str(self.lease_renewal))
         for c, cad in self.clusters.items():
             key = f"{c}.-1"
             yield txlog.op_new(key)

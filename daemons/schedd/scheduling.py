@@ -57,6 +57,23 @@ def job_lease_s(job: Job) -> float:
     return ads.as_lease(value)
 
 
+
+def lease_renewed_at(job: Job, queue_renewal: int) -> int | None:
+    """When a running job's lease was last renewed, as a restarted schedd reads it: its own
+    LastJobLeaseRenewal (written when it started) or the queue's last renewal of every
+    running job (JobQueue.lease_renewal), whichever is later; None if neither is known
+    (a queue written before leases were renewed: the job is reconnected as before)."""
+    own = job.int_attr("LastJobLeaseRenewal", 0)
+    renewed = max(own, queue_renewal)
+    return renewed or None
+
+
+def lease_expired(lease_s: float, renewed_at: int | None, now: float) -> bool:
+    """HTCondor's jobLeaseIsValid, negated: the lease ran out while nobody renewed it. A job
+    without a lease (or a renewal) is not judged here; it is reconnected and the startd's
+    answer decides."""
+    return bool(lease_s) and renewed_at is not None and lease_s - (int(now) - renewed_at) <= 0
+
 @dataclass
 class Request:
     """One resource request: consecutive idle jobs of one autocluster, in priority order.

@@ -24,10 +24,12 @@ import time
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple
 
+from daemons.core.common import StateFileError
+
 NEW, DESTROY, SET, DELETE_ATTR, BEGIN, END, HEADER = 101, 102, 103, 104, 105, 106, 107
 
 
-class LogCorrupt(Exception):
+class LogCorrupt(StateFileError):
     pass
 
 
@@ -108,6 +110,7 @@ class LogReader:
         self.seq = 0
         self.cut = False
         self.entries = 0
+        self.line = 0      # the line of the op given last
 
     def _lines(self) -> Iterator[tuple[int, str]]:
         with open(self.path, encoding="utf-8", errors="strict", newline="\n") as f:
@@ -149,6 +152,7 @@ class LogReader:
                 return
             if not line.strip():
                 continue
+            self.line = i
             op = parse_op(line, i, self.path)
             if op.code == HEADER:
                 try:

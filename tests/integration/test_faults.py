@@ -312,6 +312,40 @@ async def test_a_job_evicted_while_its_schedd_is_down_is_recorded_as_evicted_the
         assert attr(back, "RemoteWallClockTime") <= evicted + 1 - attr(job, "JobCurrentStartDate")
 
 
+async def test_a_job_whose_lease_ran_out_while_its_schedd_was_down_is_idle_at_restart(make_pool):
+    """HTCondor's schedd renews its running jobs' leases every alive interval
+    (LastJobLeaseRenewal) and, at start-up, does not reconnect a job whose lease ran out
+    since (jobLeaseIsValid): the job is idle again at once, its run counted until the lease
+    lapsed. Before, the restarted schedd reconnected it, learned from the startd that the
+    claim was gone, and counted the run until the restart."""
+    pool = make_pool("NUM_CPUS = 1\n" + PSLOT + SHORT_LEASE)
+    async with pool.client() as c:
+        await wait_slots(c, 1)
+        await c.submit(SLEEP.format(seconds=100000, n=1), "long.sub", "ivan")
+        [job] = await wait_jobs(c, "JobStatus == 2", 1)
+        started = attr(job, "JobCurrentStartDate")
+        assert attr(job, "LastJobLeaseRenewal") == started
+
+        async def renewed_since_start():   # keepalives every 20 s (a third of the 60 s lease)
+            return await c.pool_now() > started + 45.0
+        await wait_for(renewed_since_start, timeout_s=30, what="a lease renewal after the start")
+        pool.kill("schedd", signal.SIGKILL)
+        killed = await c.pool_now()
+
+        async def past_the_lease():
+            return await c.pool_now() > killed + 300.0
+        await wait_for(past_the_lease, timeout_s=30, what="300 pool seconds")
+        pool.restart("schedd")
+        [back] = await c.jobs("true")         # its first answer (it answers none before its queue is read)
+        assert attr(back, "JobStatus") == 1, "the restarted schedd took the job for running"
+        assert "job lease (60 s) expired" in attr(back, "VacateReason")
+        # Counted until the last renewal (20 – 45 s after the start, before the kill) plus the lease.
+        assert 60 + 20 <= attr(back, "RemoteWallClockTime") <= killed + 60 - started + 1
+        assert "returned to the queue: their job lease expired" in (pool.state_dir / "log" / "SchedLog").read_text()
+        again = await wait_jobs(c, "JobStatus == 2 && NumJobStarts == 2", 1, timeout_s=60)
+        assert attr(again[0], "LastJobLeaseRenewal") == attr(again[0], "JobCurrentStartDate")
+
+
 async def test_the_job_queue_log_is_compacted_while_the_schedd_runs(make_pool):
     """Found by fault injection: the job queue log was compacted only at start-up, so a
     schedd killed late in a long run replayed every change since (100,817 log entries for

@@ -9,8 +9,10 @@ import subprocess
 import sys
 
 import grpc
+import pytest
 
 from daemons.cli.client import wait_for
+from daemons.cli.pool import PoolError
 from daemons.core.security.keys import create_key_file
 from daemons.pb.htcpool import schedd_pb2, schedd_pb2_grpc
 
@@ -82,6 +84,30 @@ async def test_a_restarting_schedd_answers_nothing_until_its_queue_is_restored(m
         finally:
             pool.resume("collector")
             await restart
+
+
+@pytest.mark.parametrize("damage, said", [
+    (b"103 0.0 NextClusterNum 12abc\n", "line {n}: 0.0 NextClusterNum = '12abc' is not an integer"),
+    (b"103 1.0 JobStatus \xff\xfe\n", "not UTF-8 text"),
+    (b"hello\n", "line {n}: not a log entry: 'hello'"),
+])
+async def test_a_damaged_job_queue_log_stops_the_schedd_with_one_line_and_is_kept(make_pool, damage, said):
+    pool = make_pool(STATIC + "NUM_CPUS = 1\nSTART = False\n")
+    async with pool.client() as c:
+        await wait_slots(c, 1)
+        await c.submit(SLEEP.format(seconds=5, n=2), "two.sub", "alice")
+        await wait_jobs(c, "true", 2)
+    pool.kill("schedd", signal.SIGKILL)
+    log = pool.state_dir / "spool" / "job_queue.log"
+    n = len(log.read_bytes().splitlines()) + 1
+    damaged = log.read_bytes() + damage
+    log.write_bytes(damaged)
+    with pytest.raises(PoolError) as e:
+        pool.restart("schedd")
+    out = (pool.state_dir / "log" / "schedd.out").read_text(errors="replace")
+    assert f"htcpool daemon schedd: cannot start: {log}" in out and said.format(n=n) in out, out
+    assert "Traceback" not in out and pool.daemons["schedd"].proc.returncode == 2
+    assert log.read_bytes() == damaged          # nothing rewritten, nothing lost
 
 
 async def test_submit_is_durable_across_kill9(make_pool):

@@ -1,4 +1,6 @@
 """daemons/schedd/jobqueue.py: applying log lines, compaction round trip, queries."""
+from pathlib import Path
+
 from daemons.schedd import txlog
 from daemons.schedd.jobqueue import JobQueue, parse_job_id
 from daemons.schedd.submit import SubmitContext, build_jobs, parse_submit
@@ -91,3 +93,13 @@ def test_classad_cache_drops_on_change():
 
 def test_parse_job_id():
     assert (parse_job_id("12.3"), parse_job_id(" 12 ")) == ((12, 3), (12, None))
+
+
+def test_the_queues_lease_renewal_survives_a_compaction():
+    q = JobQueue("example.org")
+    q.apply_op(txlog.Op(txlog.SET, "0.0", "LastJobLeaseRenewal", "1234"))
+    assert q.lease_renewal == 1234
+    again = JobQueue("example.org")
+    for i, line in enumerate(q.iter_state_lines(), 1):
+        again.apply_op(txlog.parse_op(line, i, Path("job_queue.log")))
+    assert again.lease_renewal == 1234

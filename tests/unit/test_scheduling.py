@@ -5,7 +5,7 @@ from daemons.core.adpack import AdPacker
 from daemons.schedd import txlog
 from daemons.schedd.jobqueue import JobQueue
 from daemons.schedd.scheduling import (ScheddClaim, claim_reusable, idle_jobs, job_lease_s, job_order,
-                                       pick_job_for_slot)
+                                       lease_expired, lease_renewed_at, pick_job_for_slot)
 from daemons.schedd.submit import SubmitContext, build_jobs, parse_submit
 
 NOW = 2000.0
@@ -105,6 +105,21 @@ def test_a_running_jobs_claim_waits_on_a_silent_startd_for_the_jobs_lease():
     assert c.lease_s(360.0) == 360.0
     c.job, c.job_lease = None, 2400.0                    # the job has left the claim
     assert c.lease_s(360.0) == 360.0
+
+
+def test_a_restarted_schedd_reads_a_jobs_lease_as_htcondors_jobLeaseIsValid_does():
+    q = queue("cmd = /bin/true\nqueue\n", "cmd = /bin/true\n+LastJobLeaseRenewal = 1500\nqueue\n")
+    never, started = q.jobs[(1, 0)], q.jobs[(2, 0)]
+    assert lease_renewed_at(never, 0) is None             # a queue from before renewals: unknown
+    assert lease_renewed_at(never, 1700) == 1700          # the queue's renewal of every running job
+    assert lease_renewed_at(started, 0) == 1500           # its own, from its start
+    assert lease_renewed_at(started, 1400) == 1500        # a renewal before it started is not its own
+    assert lease_renewed_at(started, 1700) == 1700
+    # remaining = duration - (now - last renewal); expired when remaining <= 0
+    assert (lease_expired(300.0, 1700, 1999.0), lease_expired(300.0, 1700, 2000.0)) == (False, True)
+    assert lease_expired(300.0, 1700, 2000.9) is True     # whole seconds, as HTCondor's time_t
+    assert lease_expired(0.0, 1700, 1_000_000.0) is False  # no lease: reconnected, the startd decides
+    assert lease_expired(300.0, None, 1_000_000.0) is False
 
 
 def test_claim_without_slot_ad_is_not_reused():
