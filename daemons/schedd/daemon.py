@@ -234,12 +234,12 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         self.txlog.rewrite(self.queue.iter_state_lines(), self._log_seq)
         self.log.info("job queue %s: %d job(s) restored from %d log entries in %.3f s (%.3f s of CPU)",
                       path, len(self.queue), reader.entries, time.perf_counter() - t0, time.process_time() - cpu0)
-        now = self.clock.now()
+        now, margin = self.clock.now(), self.lag_allowance_s() + self.keepalive_interval_s
         expired = 0
         for job in list(self.queue.by_status(RUNNING)):
             lease = scheduling.job_lease_s(job)
             renewed = scheduling.lease_renewed_at(job, self.queue.lease_renewal)
-            if scheduling.lease_expired(lease, renewed, now):
+            if scheduling.lease_expired(lease, renewed, now, margin):
                 # As HTCondor's schedd at start-up (mark_idle): a job whose lease ran out while
                 # nobody renewed it is not reconnected; the startd has given it up by now. Its
                 # run counts until the lease lapsed: the startd runs a job for its lease after

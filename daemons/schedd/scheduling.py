@@ -68,11 +68,14 @@ def lease_renewed_at(job: Job, queue_renewal: int) -> int | None:
     return renewed or None
 
 
-def lease_expired(lease_s: float, renewed_at: int | None, now: float) -> bool:
-    """HTCondor's jobLeaseIsValid, negated: the lease ran out while nobody renewed it. A job
-    without a lease (or a renewal) is not judged here; it is reconnected and the startd's
-    answer decides."""
-    return bool(lease_s) and renewed_at is not None and lease_s - (int(now) - renewed_at) <= 0
+def lease_expired(lease_s: float, renewed_at: int | None, now: float, margin_s: float = 0.0) -> bool:
+    """HTCondor's jobLeaseIsValid, negated: the lease ran out while nobody renewed it, by
+    more than `margin_s` (the daemon passes the pool's own lag, by which the startd
+    stretches the lease too, and an ALIVE_INTERVAL, the most a startd waits between two
+    checks of its leases: the job is not started elsewhere while its startd may still run
+    it). A job without a lease (or a renewal) is not judged here; it is reconnected and
+    the startd's answer decides."""
+    return bool(lease_s) and renewed_at is not None and lease_s + margin_s - (int(now) - renewed_at) <= 0
 
 @dataclass
 class Request:

@@ -118,6 +118,7 @@ def test_a_restarted_schedd_reads_a_jobs_lease_as_htcondors_jobLeaseIsValid_does
     # remaining = duration - (now - last renewal); expired when remaining <= 0
     assert (lease_expired(300.0, 1700, 1999.0), lease_expired(300.0, 1700, 2000.0)) == (False, True)
     assert lease_expired(300.0, 1700, 2000.9) is True     # whole seconds, as HTCondor's time_t
+    assert (lease_expired(300.0, 1700, 2000.0, 5.0), lease_expired(300.0, 1700, 2005.0, 5.0)) == (False, True)
     assert lease_expired(0.0, 1700, 1_000_000.0) is False  # no lease: reconnected, the startd decides
     assert lease_expired(300.0, None, 1_000_000.0) is False
 
