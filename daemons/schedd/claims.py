@@ -351,6 +351,7 @@ class ClaimsMixin:
                 "RemoteWallClockTime": repr(float(job.attrs.get("RemoteWallClockTime", "0")) + ran),
                 "CumulativeSlotTime": repr(float(job.attrs.get("CumulativeSlotTime", "0")) + ran),
                 "LastJobStatus": str(RUNNING),
+                **(self.renewed_lease(job) or {}),
             }
             if ev.kind == schedd_pb2.JOB_EXITED:
                 common.update({"JobStatus": str(COMPLETED), "CompletionDate": str(t), "ExitCode": "0",
@@ -496,6 +497,12 @@ class ClaimsMixin:
         self.txlog.append([txlog.op_set(HEADER_KEY, "LastJobLeaseRenewal", str(int(now)))])
         self.txlog.write_soon()    # non-durable, as HTCondor commits it: a crash only makes it older
 
+    def renewed_lease(self, job: Job) -> dict[str, str] | None:
+        """The running job's LastJobLeaseRenewal as its ad shows it, when the queue's renewal
+        of every running job is later than the job's own (set when it started)."""
+        renewal = self.queue.lease_renewal
+        return {"LastJobLeaseRenewal": str(renewal)} if renewal > job.int_attr("LastJobLeaseRenewal") else None
+
     def back_to_idle(self, job: Job, ran: float, reason: str) -> int:
         """A run that ended without an exit: the job is idle again, `ran` pool seconds of
         it counted (RemoteWallClockTime, CumulativeSlotTime); returns the transaction."""
@@ -505,7 +512,7 @@ class ClaimsMixin:
                                  "ClaimId": None, "LastVacateTime": str(t), "VacateReason": _quote(reason),
                                  "RemoteWallClockTime": repr(float(job.attrs.get("RemoteWallClockTime", "0")) + ran),
                                  "CumulativeSlotTime": repr(float(job.attrs.get("CumulativeSlotTime", "0")) + ran),
-                                 **self.rotate_machine_attrs(job)})
+                                 **(self.renewed_lease(job) or {}), **self.rotate_machine_attrs(job)})
 
     async def _claim_lost(self, claim: ScheddClaim, reason: str) -> None:
         self.claims.pop(claim.id, None)

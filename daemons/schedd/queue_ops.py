@@ -177,6 +177,8 @@ class QueueOpsMixin:
             # The autocluster's last rejection speaks for every job in it.
             extra = {"LastRejMatchReason": _quote(shared[0]), "LastRejMatchTime": str(shared[1])} \
                 if shared is not None else None
+            if j.status == RUNNING:
+                extra = self.renewed_lease(j)
             if tree is not None:
                 check()
                 ad = j.fresh_classad(private) if extra is None else ads.parse_ad(j.ad_text(private, extra))
