@@ -15,8 +15,9 @@ DEFAULT_COLLECTOR_PORT = 9618
 
 
 class StateFileError(Exception):
-    """A daemon's own state on disk (a job queue log, an accountant's file) it cannot use: a
+    """A daemon's own state on disk that it cannot use (a damaged job queue log): a
     one-line error naming the file and line, and the daemon does not start."""
+
 
 # HTCondor subsystem names, as used in knob names (SCHEDD_ARGS, STARTD_NAME, ...).
 SUBSYS = {

@@ -57,7 +57,6 @@ def job_lease_s(job: Job) -> float:
     return ads.as_lease(value)
 
 
-
 def lease_renewed_at(job: Job, queue_renewal: int) -> int | None:
     """When a running job's lease was last renewed, as a restarted schedd reads it: its own
     LastJobLeaseRenewal (written when it started) or the queue's last renewal of every
@@ -76,6 +75,7 @@ def lease_expired(lease_s: float, renewed_at: int | None, now: float, margin_s: 
     it). A job without a lease (or a renewal) is not judged here; it is reconnected and
     the startd's answer decides."""
     return bool(lease_s) and renewed_at is not None and lease_s + margin_s - (int(now) - renewed_at) <= 0
+
 
 @dataclass
 class Request:
