@@ -346,7 +346,8 @@ async def test_a_job_whose_lease_ran_out_while_its_schedd_was_down_is_idle_at_re
         assert 60 + 20 <= attr(back, "RemoteWallClockTime") <= killed + 60 - started + 1
         assert "returned to the queue: their job lease expired" in (pool.state_dir / "log" / "SchedLog").read_text()
         again = await wait_jobs(c, "JobStatus == 2 && NumJobStarts == 2", 1, timeout_s=60)
-        assert attr(again[0], "LastJobLeaseRenewal") == attr(again[0], "JobCurrentStartDate")
+        # Renewed from its new start on (a keepalive round may have come since).
+        assert attr(again[0], "LastJobLeaseRenewal") >= attr(again[0], "JobCurrentStartDate")
 
 
 async def test_the_job_queue_log_is_compacted_while_the_schedd_runs(make_pool):
