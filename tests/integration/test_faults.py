@@ -324,13 +324,12 @@ async def test_a_job_whose_lease_ran_out_while_its_schedd_was_down_is_idle_at_re
         await c.submit(SLEEP.format(seconds=100000, n=1), "long.sub", "ivan")
         [job] = await wait_jobs(c, "JobStatus == 2", 1)
         started = attr(job, "JobCurrentStartDate")
-        assert attr(job, "LastJobLeaseRenewal") == started
+        assert attr(job, "LastJobLeaseRenewal") >= started      # set when it started, renewed since
 
         async def renewed_since_start():   # keepalives every 20 s (a third of the 60 s lease)
-            return await c.pool_now() > started + 45.0
-        await wait_for(renewed_since_start, timeout_s=30, what="a lease renewal after the start")
-        [running] = await c.jobs("true")
-        assert attr(running, "LastJobLeaseRenewal") >= started + 20     # two keepalive rounds since
+            [j] = await c.jobs("true")
+            return j if attr(j, "LastJobLeaseRenewal") > started else None
+        running = await wait_for(renewed_since_start, timeout_s=30, what="a lease renewal after the start")
         pool.kill("schedd", signal.SIGKILL)
         killed = await c.pool_now()
 
@@ -342,8 +341,8 @@ async def test_a_job_whose_lease_ran_out_while_its_schedd_was_down_is_idle_at_re
         assert attr(back, "JobStatus") == 1, "the restarted schedd took the job for running"
         assert "job lease (60 s) expired" in attr(back, "VacateReason")
         assert attr(back, "LastJobLeaseRenewal") >= attr(running, "LastJobLeaseRenewal")
-        # Counted until the last renewal (20 – 45 s after the start, before the kill) plus the lease.
-        assert 60 + 20 <= attr(back, "RemoteWallClockTime") <= killed + 60 - started + 1
+        # Counted until the last renewal (after the start, before the kill) plus the lease.
+        assert 60 < attr(back, "RemoteWallClockTime") <= killed + 60 - started + 1
         assert "returned to the queue: their job lease expired" in (pool.state_dir / "log" / "SchedLog").read_text()
         again = await wait_jobs(c, "JobStatus == 2 && NumJobStarts == 2", 1, timeout_s=60)
         # Renewed from its new start on (a keepalive round may have come since).
