@@ -108,10 +108,9 @@ class Daemon:
                           if common.collector_host else None)
         # Every incoming call passes this pipeline: refused while starting, then security (a
         # refused call meets no fault), then faults; handler errors and call counts live here.
-        self.rpc = ServerPipeline([self.security.layer, self.faults.layer],
+        self._starting = StartingGate(f"the {self.role}")
+        self.rpc = ServerPipeline([self._starting, self.security.layer, self.faults.layer],
                                   log=logging.getLogger(f"htcpool.{self.role}.rpc"))
-        self._starting = StartingGate(self.rpc, f"the {self.role}")
-        self.rpc.layers.insert(0, self._starting)
         # How late this process's event loop runs (the lag policy acts on it, pool-wide).
         self.lag = LagMonitor(lambda: self.clock.scale)
         self._follow_task: asyncio.Task | None = None
@@ -233,7 +232,7 @@ class Daemon:
                       self.clock.scale)
         await self._check_advertised_address()
         await self.on_start()
-        self._starting.open()
+        self.rpc.drop(self._starting)
         # Ready means advertised: once start() returns, the collector has our ads
         # (unless it cannot be reached, in which case we retry with backoff until it can).
         first_delay = self.common.update_interval_s

@@ -112,21 +112,15 @@ class StartingGate(ServerLayer):
     calling: a schedd that answered then would read a startd's news of a job's exit
     against a queue not yet restored and drop it, or tell condor_q it has no jobs. As an
     HTCondor daemon reads its state before it handles commands, calls are refused until
-    `open()`; callers retry UNAVAILABLE as they retry a daemon that is down. Once open,
-    the gate leaves the pipeline and costs nothing per call."""
+    the daemon drops it from the pipeline (`ServerPipeline.drop`); callers retry
+    UNAVAILABLE as they retry a daemon that is down. Dropped, it costs nothing per call."""
     name = "starting"
 
-    def __init__(self, pipeline: "ServerPipeline", what: str) -> None:
-        self.pipeline = pipeline
+    def __init__(self, what: str) -> None:
         self.what = what
 
     async def admit(self, call: Call, context: grpc.aio.ServicerContext) -> None:
         await context.abort(grpc.StatusCode.UNAVAILABLE, f"{self.what} is starting (its state is not restored yet)")
-
-    def open(self) -> None:
-        # A new list, not an edit of the old: a call between two awaits of its admission
-        # goes on through the list it started with.
-        self.pipeline.layers = [layer for layer in self.pipeline.layers if layer is not self]
 
 
 @dataclass
@@ -166,6 +160,11 @@ class ServerPipeline(grpc.aio.ServerInterceptor):
 
     def add(self, layer: ServerLayer) -> None:
         self.layers.append(layer)
+
+    def drop(self, layer: ServerLayer) -> None:
+        # A new list, not an edit of the old: a call between two awaits of its admission
+        # goes on through the list it started with.
+        self.layers = [other for other in self.layers if other is not layer]
 
     async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
         method = details.method

@@ -80,9 +80,8 @@ class JobQueue:
         # History records (history.py): the last number given, and records decided by
         # applied transactions that the schedd has not yet written to the history file.
         self.history_seq = 0
-        # The last time the schedd renewed its running jobs' leases (HTCondor writes
-        # LastJobLeaseRenewal into each running job's ad every alive interval; here one record
-        # in the queue's header stands for all of them: LastJobLeaseRenewal of 0.0).
+        # When the schedd last renewed every running job's lease: the header's (0.0's)
+        # LastJobLeaseRenewal, one record for all of them (HTCondor writes one per job).
         self.lease_renewal = 0
         self._numbering: int | None = None
         self.retired: list[Record] = []

@@ -106,7 +106,7 @@ async def test_a_layer_refuses_before_the_handler_runs(served):
 
 async def test_the_starting_gate_refuses_every_call_until_it_opens_then_leaves_the_pipeline(served):
     pipeline, admin, address = served
-    gate = StartingGate(pipeline, "the schedd")
+    gate = StartingGate("the schedd")
     pipeline.layers.insert(0, gate)
     ch = Channels(layers=[_Tag("x-who", "alice@pool")])
     try:
@@ -116,7 +116,7 @@ async def test_the_starting_gate_refuses_every_call_until_it_opens_then_leaves_t
         assert (e.value.code(), e.value.details()) == (grpc.StatusCode.UNAVAILABLE,
                                                        "the schedd is starting (its state is not restored yet)")
         assert admin.seen == []
-        gate.open()
+        pipeline.drop(gate)
         assert gate not in pipeline.layers and len(pipeline.layers) == 1
         assert (await stub.Ping(common_pb2.Empty(), timeout=5)).name == "alice@pool"
     finally:
