@@ -33,6 +33,7 @@ MAX_BATCH = 200          # claims (activations) in one call; the startd refuses 
 # burst still goes in large calls, where the cost of each call matters more.
 PIPELINE_BATCH = 16
 MAX_IN_FLIGHT = 2        # batched calls of one kind to one startd at a time; the rest wait and join
+ANSWER_CHUNK = 4         # answers of a batch handed to their callers at a time (_send)
 RPC_TIMEOUT_S = 10.0     # wall seconds for one call, single or batched ...
 PER_ITEM_TIMEOUT_S = 0.02   # ... plus this much per claim in a batch
 
@@ -157,6 +158,7 @@ class StartdCalls:
     async def _send(self, kind: _Kind, key: tuple[str, str, str], q: _Queue,
                     items: list[tuple[Any, asyncio.Future]]) -> None:
         _, address, reason = key
+        released = False
         try:
             request = kind.build([r for r, _ in items], reason)
             try:
@@ -175,9 +177,19 @@ class StartdCalls:
                 self._single_only.add(address)
                 await asyncio.gather(*(self._relay(kind, address, r, f) for r, f in items))
                 return
-            for (_, fut), answer in zip(items, kind.answers(reply, len(items))):
-                if not fut.done():
-                    fut.set_result(answer)
+            # The next batch goes out before this one's answers are handed over, and they
+            # are handed over a few at a time: each few callers' next calls (a claim's
+            # activation) are sent while the rest of the answers wait, instead of after
+            # every caller of the batch has run. The startd works on the next calls while
+            # the schedd digests the answers.
+            released = self._release(kind, key, q)
+            answers = list(zip(items, kind.answers(reply, len(items))))
+            for i in range(0, len(answers), ANSWER_CHUNK):
+                if i:
+                    await asyncio.sleep(0)
+                for (_, fut), answer in answers[i:i + ANSWER_CHUNK]:
+                    if not fut.done():
+                        fut.set_result(answer)
         except BaseException as e:
             for _, fut in items:
                 if not fut.done():
@@ -187,12 +199,18 @@ class StartdCalls:
                         fut.set_exception(e)
             raise
         finally:
-            q.in_flight -= 1
-            if q.waiting and not q.scheduled:
-                q.scheduled = True
-                asyncio.get_running_loop().call_soon(self._flush, kind, key)
-            elif not q.waiting and not q.in_flight and self._queues.get(key) is q:
-                del self._queues[key]
+            if not released:
+                self._release(kind, key, q)
+
+    def _release(self, kind: _Kind, key: tuple[str, str, str], q: _Queue) -> bool:
+        """A call of `q` is over: the next waiting ones are sent (now, not after what the
+        loop has ready), or the queue goes if nothing is left."""
+        q.in_flight -= 1
+        if q.waiting:
+            self._flush(kind, key)
+        elif not q.in_flight and self._queues.get(key) is q:
+            del self._queues[key]
+        return True
 
     async def _relay(self, kind: _Kind, address: str, request: Any, fut: asyncio.Future) -> None:
         try:

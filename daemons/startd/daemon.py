@@ -28,8 +28,26 @@ from daemons.startd.service import StartdService
 from daemons.startd.machines import Startd
 from daemons.startd.slots import CLAIMED, ClaimOutcome, Machine
 
-# A burst of claims and job ends becomes one collector update.
+# A burst of claims and job ends becomes one collector update: it goes once no claim or
+# activation has arrived for UPDATE_COALESCE_WALL_S, and at most UPDATE_COALESCE_MAX_WALL_S
+# after the burst's first change. A negotiation's matches reach a startd as a burst of
+# claims and then activations (about 100 ms of wall time for 100 matches); an update sent
+# in its middle builds and sends the ads of the machines claimed so far while the rest of
+# the burst waits, each wait delaying every job of the burst still to start.
 UPDATE_COALESCE_WALL_S = 0.02
+UPDATE_COALESCE_MAX_WALL_S = 0.15
+
+
+def loop_time() -> float:
+    return asyncio.get_running_loop().time()
+
+
+def update_due_at(first_change: float, last_claim: float) -> float:
+    """When the collector update of changes that began at `first_change` goes (wall
+    seconds, one clock): UPDATE_COALESCE_WALL_S after the first change and after the
+    last claim or activation, but no later than UPDATE_COALESCE_MAX_WALL_S after the first."""
+    quiet = max(first_change, last_claim) + UPDATE_COALESCE_WALL_S
+    return min(quiet, first_change + UPDATE_COALESCE_MAX_WALL_S)
 
 
 def host_names(base: str, machines: int, prefix: str | None = None) -> list[str]:
@@ -78,6 +96,7 @@ class StartdDaemon(ReportsMixin, Daemon):
         # cost about 700 bytes per busy slot).
         self._job_ends = TimerQueue(self.clock, self._job_done, self.log)
         self._flush_task: asyncio.Task | None = None
+        self._claim_call_at = 0.0     # loop time of the last claim or activation granted
         # Machines whose changed ads are in an update on its way: not refreshed meanwhile (a
         # refresh stamps LastHeardFrom, which the negotiator reads as "this ad is current").
         self._hosts_sending: dict[str, int] = {}
@@ -146,6 +165,7 @@ class StartdDaemon(ReportsMixin, Daemon):
         elif out.ok:
             self.claims_granted += 1
             self.log.info("%s: claimed by %s for %s", out.slot_name, schedd_name, submitter)
+            self._claim_call_at = loop_time()
             self._changed()
         else:
             self.claims_refused += 1
@@ -168,6 +188,7 @@ class StartdDaemon(ReportsMixin, Daemon):
         self.log.info("%s: starting job %s for %.0f s", machine.name_of(slot), c.job_id, end - now)
         # Keyed by the number of the claim's id (claimids.py), not a copy of the id.
         self._job_ends.set(c.seq, end)
+        self._claim_call_at = loop_time()
         self._changed()
         return True, "", now
 
@@ -392,7 +413,7 @@ class StartdDaemon(ReportsMixin, Daemon):
 
     async def _flush_dirty(self) -> None:
         assert self.model is not None
-        await asyncio.sleep(UPDATE_COALESCE_WALL_S)
+        await self._burst_settled()
         while True:
             dirty = [m for m in self.model.machines.values() if m.due]
             if not dirty:
@@ -420,6 +441,12 @@ class StartdDaemon(ReportsMixin, Daemon):
                     m.dirty = True
                 dirty[0].deleted.extend(deleted)
                 await asyncio.sleep(1.0)
+
+    async def _burst_settled(self) -> None:
+        """Wait until the update is due (update_due_at): claims may keep coming meanwhile."""
+        first = loop_time()
+        while (wait := update_due_at(first, self._claim_call_at) - loop_time()) > 0:
+            await asyncio.sleep(wait)
 
     @contextlib.asynccontextmanager
     async def _sending(self, machines: list[Machine]):

@@ -128,6 +128,36 @@ async def test_a_small_burst_goes_in_pipelined_calls():
     assert [r.claim_id for r in replies] == [f"granted-{i}" for i in ids]
 
 
+async def test_the_next_call_goes_before_a_batch_is_answered_and_its_answers_go_a_few_at_a_time():
+    """The startd works on the next claims, and on the first activations, while the schedd
+    digests a batch's answers: neither waits until every caller of the batch has run."""
+    stub = _Stub()
+    calls = _calls(stub)
+    ids = [f"c{i}" for i in range(3 * claim_batches.PIPELINE_BATCH)]
+
+    async def claim_then_activate(cid: str) -> startd_pb2.ActivateClaimReply:
+        reply = await calls.request_claim("startd:1", _claim(cid))
+        stub.calls.append(("answered", [cid]))   # the caller runs: the schedd's own work on it
+        return await calls.activate_claim("startd:1", startd_pb2.ActivateClaimRequest(
+            claim_id=reply.claim_id, job_ad=common_pb2.ClassAd(text="[]")))
+
+    started = await asyncio.gather(*(claim_then_activate(i) for i in ids))
+    assert all(r.ok for r in started)
+    order = [(kind, tuple(items)) for kind, items in stub.calls]
+    last_of_first_batch = order.index(("answered", (ids[claim_batches.PIPELINE_BATCH - 1],)))
+    claim_calls = [n for n, (kind, _) in enumerate(order) if kind == "RequestClaims"]
+    assert len(claim_calls) == 3
+    assert claim_calls[2] < order.index(("answered", (ids[0],)))
+    first_activations = next(n for n, (kind, _) in enumerate(order) if kind == "ActivateClaims")
+    assert first_activations < last_of_first_batch
+    assert order[first_activations][1][:claim_batches.ANSWER_CHUNK] == \
+        tuple(f"granted-{i}" for i in ids[:claim_batches.ANSWER_CHUNK])
+    # Every claim was asked for once, in order, and activated once.
+    assert [i for kind, items in stub.calls if kind == "RequestClaims" for i in items] == ids
+    assert sorted(i for kind, items in stub.calls if kind == "ActivateClaims" for i in items) == \
+        sorted(f"granted-{i}" for i in ids)
+
+
 def test_batch_size_bounds():
     assert claim_batches.batch_size(1) == claim_batches.PIPELINE_BATCH
     assert claim_batches.batch_size(100) == claim_batches.PIPELINE_BATCH

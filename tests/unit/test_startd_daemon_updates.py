@@ -12,7 +12,8 @@ import pytest
 
 from daemons.core.common import CommonConfig
 from daemons.startd.config import Resources, SlotTypeSpec, StartdConfig
-from daemons.startd.daemon import StartdDaemon
+from daemons.startd import daemon as startd_daemon
+from daemons.startd.daemon import StartdDaemon, update_due_at
 from daemons.startd.machines import Startd
 from daemons.startd.slots import Machine
 
@@ -48,6 +49,19 @@ def startd(tmp_path: Path, collector: Collector, scale: float = 100.0) -> Startd
 def job(duration: int) -> classad2.ClassAd:
     return classad2.ClassAd(f"[ ClusterId = 1; ProcId = 0; RequestCpus = 1; RequestMemory = 10; RequestDisk = 10; "
                             f"Requirements = true; Duration = {duration} ]")
+
+
+def test_an_update_waits_for_a_burst_of_claims_to_pause_but_not_past_its_bound():
+    quiet, bound = startd_daemon.UPDATE_COALESCE_WALL_S, startd_daemon.UPDATE_COALESCE_MAX_WALL_S
+    # No claim since the change (a job ended): the update goes after the coalescing wait.
+    assert update_due_at(100.0, 0.0) == pytest.approx(100.0 + quiet)
+    assert update_due_at(100.0, 99.0) == pytest.approx(100.0 + quiet)
+    # Claims keep coming: it goes once they have paused for that long ...
+    assert update_due_at(100.0, 100.05) == pytest.approx(100.05 + quiet)
+    # ... and never later than the bound after the first change, however long they come.
+    assert update_due_at(100.0, 100.0 + bound) == pytest.approx(100.0 + bound)
+    assert update_due_at(100.0, 105.0) == pytest.approx(100.0 + bound)
+    assert quiet < bound
 
 
 async def test_a_flush_sends_the_dirty_machines_ads_and_their_deleted_names_last(tmp_path):
