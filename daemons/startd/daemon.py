@@ -34,18 +34,25 @@ from daemons.startd.slots import CLAIMED, ClaimOutcome, Machine
 # claims and then activations (about 100 ms of wall time for 100 matches); an update sent
 # in its middle builds and sends the ads of the machines claimed so far while the rest of
 # the burst waits, each wait delaying every job of the burst still to start.
+# A change or two (one claim and its activation in a small pool) is not a burst: its
+# update goes after UPDATE_COALESCE_WALL_S as before, so the collector, and the next
+# cycle, see a claimed slot as claimed as soon as they did.
 UPDATE_COALESCE_WALL_S = 0.02
 UPDATE_COALESCE_MAX_WALL_S = 0.15
+UPDATE_HOLD_MIN_CLAIMS = 8
 
 
 def loop_time() -> float:
     return asyncio.get_running_loop().time()
 
 
-def update_due_at(first_change: float, last_claim: float) -> float:
+def update_due_at(first_change: float, last_claim: float, claims: int) -> float:
     """When the collector update of changes that began at `first_change` goes (wall
-    seconds, one clock): UPDATE_COALESCE_WALL_S after the first change and after the
-    last claim or activation, but no later than UPDATE_COALESCE_MAX_WALL_S after the first."""
+    seconds, one clock): UPDATE_COALESCE_WALL_S after the first change, and, once
+    `claims` (claims and activations since then) make a burst, after the last of them,
+    but no later than UPDATE_COALESCE_MAX_WALL_S after the first change."""
+    if claims < UPDATE_HOLD_MIN_CLAIMS:
+        return first_change + UPDATE_COALESCE_WALL_S
     quiet = max(first_change, last_claim) + UPDATE_COALESCE_WALL_S
     return min(quiet, first_change + UPDATE_COALESCE_MAX_WALL_S)
 
@@ -97,6 +104,7 @@ class StartdDaemon(ReportsMixin, Daemon):
         self._job_ends = TimerQueue(self.clock, self._job_done, self.log)
         self._flush_task: asyncio.Task | None = None
         self._claim_call_at = 0.0     # loop time of the last claim or activation granted
+        self._claim_calls = 0         # claims and activations granted, ever
         # Machines whose changed ads are in an update on its way: not refreshed meanwhile (a
         # refresh stamps LastHeardFrom, which the negotiator reads as "this ad is current").
         self._hosts_sending: dict[str, int] = {}
@@ -166,6 +174,7 @@ class StartdDaemon(ReportsMixin, Daemon):
             self.claims_granted += 1
             self.log.info("%s: claimed by %s for %s", out.slot_name, schedd_name, submitter)
             self._claim_call_at = loop_time()
+            self._claim_calls += 1
             self._changed()
         else:
             self.claims_refused += 1
@@ -189,6 +198,7 @@ class StartdDaemon(ReportsMixin, Daemon):
         # Keyed by the number of the claim's id (claimids.py), not a copy of the id.
         self._job_ends.set(c.seq, end)
         self._claim_call_at = loop_time()
+        self._claim_calls += 1
         self._changed()
         return True, "", now
 
@@ -444,8 +454,9 @@ class StartdDaemon(ReportsMixin, Daemon):
 
     async def _burst_settled(self) -> None:
         """Wait until the update is due (update_due_at): claims may keep coming meanwhile."""
-        first = loop_time()
-        while (wait := update_due_at(first, self._claim_call_at) - loop_time()) > 0:
+        first, counted = loop_time(), self._claim_calls
+        while (wait := update_due_at(first, self._claim_call_at, self._claim_calls - counted)
+               - loop_time()) > 0:
             await asyncio.sleep(wait)
 
     @contextlib.asynccontextmanager

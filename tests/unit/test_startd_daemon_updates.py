@@ -53,14 +53,17 @@ def job(duration: int) -> classad2.ClassAd:
 
 def test_an_update_waits_for_a_burst_of_claims_to_pause_but_not_past_its_bound():
     quiet, bound = startd_daemon.UPDATE_COALESCE_WALL_S, startd_daemon.UPDATE_COALESCE_MAX_WALL_S
+    burst = startd_daemon.UPDATE_HOLD_MIN_CLAIMS
     # No claim since the change (a job ended): the update goes after the coalescing wait.
-    assert update_due_at(100.0, 0.0) == pytest.approx(100.0 + quiet)
-    assert update_due_at(100.0, 99.0) == pytest.approx(100.0 + quiet)
-    # Claims keep coming: it goes once they have paused for that long ...
-    assert update_due_at(100.0, 100.05) == pytest.approx(100.05 + quiet)
+    assert update_due_at(100.0, 0.0, 0) == pytest.approx(100.0 + quiet)
+    assert update_due_at(100.0, 99.0, 0) == pytest.approx(100.0 + quiet)
+    # A claim and its activation are not a burst: nothing is held.
+    assert update_due_at(100.0, 100.01, 2) == pytest.approx(100.0 + quiet)
+    # A burst of claims: it goes once they have paused for that long ...
+    assert update_due_at(100.0, 100.05, burst) == pytest.approx(100.05 + quiet)
     # ... and never later than the bound after the first change, however long they come.
-    assert update_due_at(100.0, 100.0 + bound) == pytest.approx(100.0 + bound)
-    assert update_due_at(100.0, 105.0) == pytest.approx(100.0 + bound)
+    assert update_due_at(100.0, 100.0 + bound, burst) == pytest.approx(100.0 + bound)
+    assert update_due_at(100.0, 105.0, 10 * burst) == pytest.approx(100.0 + bound)
     assert quiet < bound
 
 
