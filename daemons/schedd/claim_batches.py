@@ -182,7 +182,8 @@ class StartdCalls:
             # activation) are sent while the rest of the answers wait, instead of after
             # every caller of the batch has run. The startd works on the next calls while
             # the schedd digests the answers.
-            released = self._release(kind, key, q)
+            self._release(kind, key, q)
+            released = True
             answers = list(zip(items, kind.answers(reply, len(items))))
             for i in range(0, len(answers), ANSWER_CHUNK):
                 if i:
@@ -202,7 +203,7 @@ class StartdCalls:
             if not released:
                 self._release(kind, key, q)
 
-    def _release(self, kind: _Kind, key: tuple[str, str, str], q: _Queue) -> bool:
+    def _release(self, kind: _Kind, key: tuple[str, str, str], q: _Queue) -> None:
         """A call of `q` is over: the next waiting ones are sent (now, not after what the
         loop has ready), or the queue goes if nothing is left."""
         q.in_flight -= 1
@@ -210,7 +211,6 @@ class StartdCalls:
             self._flush(kind, key)
         elif not q.in_flight and self._queues.get(key) is q:
             del self._queues[key]
-        return True
 
     async def _relay(self, kind: _Kind, address: str, request: Any, fut: asyncio.Future) -> None:
         try:

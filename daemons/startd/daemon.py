@@ -173,9 +173,7 @@ class StartdDaemon(ReportsMixin, Daemon):
         elif out.ok:
             self.claims_granted += 1
             self.log.info("%s: claimed by %s for %s", out.slot_name, schedd_name, submitter)
-            self._claim_call_at = loop_time()
-            self._claim_calls += 1
-            self._changed()
+            self._claim_call()
         else:
             self.claims_refused += 1
             self.log.info("claim request refused: %s", out.reason)
@@ -197,9 +195,7 @@ class StartdDaemon(ReportsMixin, Daemon):
         self.log.info("%s: starting job %s for %.0f s", machine.name_of(slot), c.job_id, end - now)
         # Keyed by the number of the claim's id (claimids.py), not a copy of the id.
         self._job_ends.set(c.seq, end)
-        self._claim_call_at = loop_time()
-        self._claim_calls += 1
-        self._changed()
+        self._claim_call()
         return True, "", now
 
     def _job_done(self, claim_number: int) -> None:
@@ -416,6 +412,12 @@ class StartdDaemon(ReportsMixin, Daemon):
         self._changed()
 
     # ---- collector updates --------------------------------------------------
+    def _claim_call(self) -> None:
+        """A claim or activation was granted: counted for the burst rule (update_due_at)."""
+        self._claim_call_at = loop_time()
+        self._claim_calls += 1
+        self._changed()
+
     def _changed(self) -> None:
         self._sync_preemption()
         if self._flush_task is None or self._flush_task.done():
