@@ -219,6 +219,15 @@ def slot_ad(machine: "Machine", s: "Slot", now: float, *, for_eval: bool = False
     return _merged(*_parts(machine, s, now, for_eval, forecast))
 
 
+def eval_parts(machine: "Machine", s: "Slot", now: float) -> tuple[_StaticPart | None, dict[str, Any], dict[str, Any]]:
+    """The slot's ad for policy evaluation as parts whose keys are apart (static, changing,
+    late); or, when STARTD_ATTRS override one of its items, (None, the merged ad, {})."""
+    static, a, late = _parts(machine, s, now, True, None)
+    if static.text is None or not _disjoint(static, a, late):
+        return None, _merged(static, a, late), {}
+    return static, a, late
+
+
 def slot_ad_text(machine: "Machine", s: "Slot", now: float, forecast: dict[str, int] | None = None, *,
                  for_eval: bool = False) -> str:
     """ads.ad_text(slot_ad(...)), with the static part's items printed once for its shape."""

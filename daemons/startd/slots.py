@@ -42,7 +42,7 @@ from daemons.startd import policy, sizing
 from daemons.startd.claimids import ClaimIds
 from daemons.startd.config import STANDARD, Resources, SlotTypeSpec, StartdConfig
 from daemons.startd.evalads import EvalAds
-from daemons.startd.slotad import slot_ad, slot_ad_and_text, slot_ad_text, within_resource_limits
+from daemons.startd.slotad import eval_parts, slot_ad, slot_ad_and_text, slot_ad_text, within_resource_limits
 
 if TYPE_CHECKING:
     from daemons.startd.drain import DrainState
@@ -303,12 +303,10 @@ class Machine:
         return slot_ad(self, s, now, for_eval=for_eval)
 
     def classad(self, s: Slot, now: float) -> classad2.ClassAd:
-        """The slot's ad as policy expressions see it (MY), parsed; not to be changed."""
-        if s.kind is not SlotKind.PARTITIONABLE:
-            # Claimed once, activated once or a few times: only a partitionable slot, claimed
-            # again for each leftover, gains from keeping its parsed ad.
-            return classad2.ClassAd(slot_ad_text(self, s, now, for_eval=True))
-        return self.eval_ads.get((self.host, s.short_name), self.slot_ad(s, now, for_eval=True))
+        """The slot's ad as policy expressions see it (MY), parsed; not to be changed, and
+        brought up to date by the next call for the same slot (evalads.py)."""
+        static, a, late = eval_parts(self, s, now)
+        return self.eval_ads.get_parts(id(s), static, a, late, short=s.kind is not SlotKind.PARTITIONABLE)
 
     def evaluate(self, expr: str, s: Slot, job_ad: classad2.ClassAd | None, now: float) -> Any:
         """An expression with the slot as MY and the job as TARGET."""
