@@ -105,6 +105,7 @@ class StartdDaemon(ReportsMixin, Daemon):
         self._flush_task: asyncio.Task | None = None
         self._claim_call_at = 0.0     # loop time of the last claim or activation granted
         self._claim_calls = 0         # claims and activations granted, ever
+        self._burst_from = (0.0, 0)   # loop time of the first change not yet sent, claims before it
         # Machines whose changed ads are in an update on its way: not refreshed meanwhile (a
         # refresh stamps LastHeardFrom, which the negotiator reads as "this ad is current").
         self._hosts_sending: dict[str, int] = {}
@@ -115,6 +116,7 @@ class StartdDaemon(ReportsMixin, Daemon):
         self.jobs_evicted = 0
         self.claims_granted = 0
         self.claims_refused = 0
+        self.job_ads_reused = 0     # activations served by their claim's parse (service.py)
         self.ads_refreshed = 0      # slot ads refreshed, not sent whole (refresh.py)
 
     def default_name(self) -> str:
@@ -416,11 +418,14 @@ class StartdDaemon(ReportsMixin, Daemon):
         """A claim or activation was granted: counted for the burst rule (update_due_at)."""
         self._claim_call_at = loop_time()
         self._claim_calls += 1
-        self._changed()
+        self._changed(claim=True)
 
-    def _changed(self) -> None:
+    def _changed(self, claim: bool = False) -> None:
         self._sync_preemption()
         if self._flush_task is None or self._flush_task.done():
+            # The burst counts from this change, the claim that made it included: the task
+            # starts only when the call that made it lets the loop run, a batch later.
+            self._burst_from = (loop_time(), self._claim_calls - int(claim))
             self._flush_task = self.spawn(self._flush_dirty(), "startd:flush")
 
     async def _flush_dirty(self) -> None:
@@ -456,7 +461,7 @@ class StartdDaemon(ReportsMixin, Daemon):
 
     async def _burst_settled(self) -> None:
         """Wait until the update is due (update_due_at): claims may keep coming meanwhile."""
-        first, counted = loop_time(), self._claim_calls
+        first, counted = self._burst_from
         while (wait := update_due_at(first, self._claim_call_at, self._claim_calls - counted)
                - loop_time()) > 0:
             await asyncio.sleep(wait)
@@ -578,6 +583,7 @@ class StartdDaemon(ReportsMixin, Daemon):
                                        if self.model else 0),
             "claims_granted_total": float(self.claims_granted),
             "claims_refused_total": float(self.claims_refused),
+            "activation_job_ads_reused_total": float(self.job_ads_reused),
             "pending_job_events": float(len(self._events)),
             "job_event_reports_total": float(self.reports_sent),
             "ads_refreshed_total": float(self.ads_refreshed),

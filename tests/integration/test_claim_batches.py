@@ -153,3 +153,41 @@ async def test_a_schedd_batching_its_claims_runs_the_jobs_as_one_claiming_singly
     assert {k.lower() for j in batched for k in j.keys()} == {k.lower() for j in single for k in j.keys()}
     for key in ("jobs_started", "jobs_completed"):
         assert b_status["counters"][key] == s_status["counters"][key] == 8, key
+
+
+def _metric(pool, key: str, name: str) -> float:
+    with urllib.request.urlopen(pool.daemons[key].info["status_url"] + "/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not on {key}'s /metrics")
+
+
+async def test_an_activation_bringing_its_claims_job_ad_runs_on_the_claims_parse_and_any_other_on_its_own(make_pool):
+    """The startd keeps a claim's parsed job ad for the activation that brings the same text;
+    an activation with another text runs that text's job, and each kept parse serves once."""
+    pool = make_pool("NUM_CPUS = 3\nSLOT_TYPE_1 = cpus=1\nNUM_SLOTS_TYPE_1 = 3\nALIVE_INTERVAL = 300\n", machines=1,
+                     roles=("collector", "startd"))
+    name = "htcpool_startd_activation_job_ads_reused_total"
+    async with pool.client("condor") as c:
+        found = await wait_slots(c, 3)
+        host = str(attr(found[0], "Machine"))
+        texts = await c.collector.query("Machine", "true", ["Name", "ClaimId"], include_private=True)
+        caps = sorted((str(ads.get(a, "Name")), str(ads.get(a, "ClaimId"))) for a in map(ads.parse_ad, texts))
+        startd = startd_pb2_grpc.StartdStub(c.channels.get(pool.daemons["startd1"].address))
+        claims = await startd.RequestClaims(startd_pb2.RequestClaimsRequest(
+            claims=[_claim(cap, i) for i, (_, cap) in enumerate(caps)]), timeout=10)
+        ids = [r.claim_id for r in claims.replies]
+        assert all(r.ok for r in claims.replies) and _metric(pool, "startd1", name) == 0
+        # slot1: the claim's own text; slot2: another job's; slot3: its own text, twice (the
+        # second finds the slot busy, as it would with a fresh parse).
+        act = await startd.ActivateClaims(startd_pb2.ActivateClaimsRequest(activations=[
+            startd_pb2.ActivateClaimRequest(claim_id=ids[0], job_ad=_job(0)),
+            startd_pb2.ActivateClaimRequest(claim_id=ids[1], job_ad=_job(7)),
+            startd_pb2.ActivateClaimRequest(claim_id=ids[2], job_ad=_job(2)),
+            startd_pb2.ActivateClaimRequest(claim_id=ids[2], job_ad=_job(2))]), timeout=10)
+        assert [r.ok for r in act.replies] == [True, True, True, False]
+        assert _metric(pool, "startd1", name) == 2
+        busy = await wait_slots(c, 3, 'Activity == "Busy"')
+        assert {str(attr(a, "Name")): str(attr(a, "JobId")) for a in busy} == {
+            f"slot1@{host}": "1.0", f"slot2@{host}": "1.7", f"slot3@{host}": "1.2"}

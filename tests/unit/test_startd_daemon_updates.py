@@ -129,3 +129,46 @@ async def test_running_jobs_end_behind_one_timer(tmp_path):
     assert (d.jobs_finished, len(d._job_ends)) == (5, 0)
     assert [e.claim_id for e, _ in d._events] == ids[1:]
     await d.on_close()
+
+
+async def test_a_burst_in_small_calls_is_held_from_its_first_claim_and_sent_once(tmp_path, monkeypatch):
+    """Claims and activations three at a time, 12 ms apart (each call's flush task starts only
+    after the call): the burst counts from its first claim, so they make one update, after
+    the last of them. On a clock of the test's own, moved by hand."""
+    c = Collector()
+    d = startd(tmp_path, c)
+    now = {"t": 1000.0}
+    monkeypatch.setattr(startd_daemon, "loop_time", lambda: now["t"])
+    real_sleep = asyncio.sleep
+
+    async def sleep_on_test_clock(seconds, *args):
+        until = now["t"] + seconds
+        while now["t"] < until:
+            await real_sleep(0)
+    monkeypatch.setattr(startd_daemon.asyncio, "sleep", sleep_on_test_clock)
+
+    async def settle():
+        for _ in range(20):
+            await real_sleep(0)
+
+    caps = [s.capability for m in d.model.machines.values() for s in m.slots.values()]
+    ids = []
+    for k in range(0, len(caps), 3):          # two calls of claims ...
+        for cap in caps[k:k + 3]:
+            out = d.request_claim(cap, job(1000), "schedd@x", "127.0.0.1:1", "u@x")
+            assert out.ok, out.reason
+            ids.append(out.claim_id)
+        await settle()
+        now["t"] += 0.012
+    for k in range(0, len(ids), 3):           # ... and two of activations
+        for cid in ids[k:k + 3]:
+            assert d.activate(cid, job(1000))[0]
+        await settle()
+        now["t"] += 0.012
+    assert c.updates == []                    # 48 ms in, claims still coming: held
+    for _ in range(10):
+        now["t"] += 0.005
+        await settle()
+    [(texts, _)] = c.updates
+    assert sorted(classad2.ClassAd(t)["Activity"] for t in texts) == ["Busy"] * 6
+    await d.on_close()
