@@ -1,24 +1,23 @@
-"""Parsed slot ads for policy evaluation, kept for the slots evaluated last.
+"""Parsed slot ads for policy evaluation: one kept per slot shape, brought up to date.
 
 A claim evaluates the slot's Requirements, RANK and MODIFY_REQUEST_EXPR_* with the slot
 ad as MY, and so does every activation; building that ad meant printing the slot's
 attributes and parsing the text (about 50 microseconds), two to four times per match.
-Between those evaluations only a few attributes of the slot differ (State, Activity,
-EnteredCurrentState, the claim's, the job's, CurrentTime...). So the parsed ad of each
-slot evaluated lately is kept with the attributes it was made from, and the next time
-only what differs is set on it: the same ad a fresh parse would give
-(tests/unit/test_eval_ads.py compares them). A kept ad is brought up to date by what it
-holds, not by whose it was, so a key reused by another slot costs a miss at worst.
+Most of a slot ad is its static part (slotad.py: type, policy, totals, STARTD_ATTRS),
+one object for every slot of a shape (slotN of every machine of a configuration). So
+one parsed ad is kept per static part, with the attributes it was last made from, and
+the next evaluation of any slot of that shape has only what differs set on it (Name,
+State, the claim's, the job's, CurrentTime...): the same ad a fresh parse would give
+(tests/unit/test_eval_ads.py compares them at every step of random claims,
+activations and releases). A kept ad is brought up to date by what it holds, so it
+serves any slot of its shape, in any order.
 
-An ad is given as the parts slotad.py builds it from: a static part shared by every slot
-of its shape (printed once, compared by identity) and the two dicts of what changes. A
-kept ad whose static part is the same object needs only those dicts compared.
+The ad given out is the kept one: the caller must not change it, and must not hold it
+across the evaluation of another slot (the startd evaluates one slot at a time).
 
-Two tables, because a parsed ad costs about 5 KB: a partitionable slot is claimed again
-and again (its leftovers), so the last KEEP of them are kept; a static or dynamic slot is
-claimed once and activated once or a few times, close together, so only the last
-KEEP_SHORT of them are: enough to span a burst's claim and activation calls, and a startd
-of 50,000 static slots keeps about 1 MB.
+A slot whose STARTD_ATTRS override one of its own items has no separate static part
+(slotad.eval_parts gives the whole ad): its ad is kept by slot, for the last KEEP_SLOTS
+such slots (a parsed ad costs about 5 KB).
 """
 from __future__ import annotations
 
@@ -33,8 +32,8 @@ from daemons.core import ads
 if TYPE_CHECKING:
     from daemons.startd.slotad import _StaticPart
 
-KEEP = 2048       # partitionable slots whose parsed ad is kept
-KEEP_SHORT = 256  # other slots'
+KEEP = 1024        # slot shapes whose parsed ad is kept (a startd has a few dozen)
+KEEP_SLOTS = 256   # slots kept one by one (their STARTD_ATTRS override their own items)
 
 _NOTHING: Mapping[str, Any] = {}
 
@@ -71,27 +70,27 @@ def _update(ad: classad2.ClassAd, old: Mapping[str, Any], new: Mapping[str, Any]
 
 
 class EvalAds:
-    def __init__(self, keep: int = KEEP, keep_short: int = KEEP_SHORT) -> None:
+    def __init__(self, keep: int = KEEP, keep_slots: int = KEEP_SLOTS) -> None:
         self.keep = keep
-        self.keep_short = keep_short
+        self.keep_slots = keep_slots
         # key -> (static part or None, changing attributes, late attributes, the parsed ad)
         Entry = tuple[Any, Mapping[str, Any], Mapping[str, Any], classad2.ClassAd]
-        self._ads: OrderedDict[Hashable, Entry] = OrderedDict()
-        self._short: OrderedDict[Hashable, Entry] = OrderedDict()
+        self._shapes: OrderedDict[Hashable, Entry] = OrderedDict()   # by static part
+        self._slots: OrderedDict[Hashable, Entry] = OrderedDict()    # by slot
         self.hits = 0
         self.misses = 0
 
     def get(self, key: Hashable, attrs: Mapping[str, Any]) -> classad2.ClassAd:
-        """The parsed ad of `attrs` (the slot `key`'s ad now). The caller must not change it."""
-        return self._get(self._ads, self.keep, key, None, attrs, _NOTHING)
+        """The parsed ad of `attrs`, kept under `key`. The caller must not change it."""
+        return self._get(self._slots, self.keep_slots, key, None, attrs, _NOTHING)
 
-    def get_parts(self, key: Hashable, static: "_StaticPart | None", a: Mapping[str, Any],
-                  late: Mapping[str, Any], *, short: bool) -> classad2.ClassAd:
-        """The parsed ad of a slot's parts (slotad.eval_parts). `short`: a static or
-        dynamic slot's."""
-        if short:
-            return self._get(self._short, self.keep_short, key, static, a, late)
-        return self._get(self._ads, self.keep, key, static, a, late)
+    def slot_ad(self, slot_key: Hashable, static: "_StaticPart | None", a: Mapping[str, Any],
+                late: Mapping[str, Any]) -> classad2.ClassAd:
+        """The parsed ad of a slot's parts (slotad.eval_parts): kept by its static part,
+        or, if it has none, by `slot_key`."""
+        if static is None:
+            return self._get(self._slots, self.keep_slots, slot_key, None, a, late)
+        return self._get(self._shapes, self.keep, static, static, a, late)
 
     def _get(self, table: OrderedDict, keep: int, key: Hashable, static: Any, a: Mapping[str, Any],
              late: Mapping[str, Any]) -> classad2.ClassAd:

@@ -303,10 +303,10 @@ class Machine:
         return slot_ad(self, s, now, for_eval=for_eval)
 
     def classad(self, s: Slot, now: float) -> classad2.ClassAd:
-        """The slot's ad as policy expressions see it (MY), parsed; not to be changed, and
-        brought up to date by the next call for the same slot (evalads.py)."""
-        static, a, late = eval_parts(self, s, now)
-        return self.eval_ads.get_parts(id(s), static, a, late, short=s.kind is not SlotKind.PARTITIONABLE)
+        """The slot's ad as policy expressions see it (MY), parsed: not to be changed, nor
+        held across the evaluation of another slot, which brings it up to date for that
+        slot if they share a shape (evalads.py)."""
+        return self.eval_ads.slot_ad(id(s), *eval_parts(self, s, now))
 
     def evaluate(self, expr: str, s: Slot, job_ad: classad2.ClassAd | None, now: float) -> Any:
         """An expression with the slot as MY and the job as TARGET."""

@@ -73,29 +73,34 @@ def test_claims_activations_and_releases_in_any_order_keep_the_ads_exact(knobs):
 
 
 def test_only_a_bounded_number_of_ads_is_kept():
-    kept = EvalAds(keep=3)
+    kept = EvalAds(keep_slots=3)
     for i in range(10):
         kept.get(i, {"MyType": "Machine", "Cpus": i})
-    assert len(kept._ads) == 3 and kept.misses == 10
+    assert len(kept._slots) == 3 and kept.misses == 10
     ad = kept.get(9, {"MyType": "Machine", "Cpus": 1.5, "L": [1, 2], "E": ads.Expr("Cpus * 2"), "S": "x"})
     assert kept.hits == 1 and ad.eval("E") == 3.0 and ad.eval("S") == "x"
     ad = kept.get(9, {"MyType": "Machine", "Cpus": -0.0, "E": ads.Expr("Cpus + 1")})
     assert "L" not in ad and ad.eval("E") == 1.0 and same(ad, classad2.ClassAd(
         ads.ad_text({"MyType": "Machine", "Cpus": -0.0, "E": ads.Expr("Cpus + 1")})))
-    assert evalads.KEEP >= 100 and evalads.KEEP_SHORT >= 100
+    assert evalads.KEEP >= 100 and evalads.KEEP_SLOTS >= 100
 
 
-def test_a_kept_ad_is_brought_up_to_date_by_what_it_holds_whoever_it_was_for():
-    # Every slot's ad under one key (as when a freed slot's id is reused): each is still exact.
+def test_one_kept_ad_serves_every_slot_of_its_shape_in_any_order():
+    # slot2 of either machine (one claimed, one not) share a static part and so one kept
+    # ad; slot3 has its own. Each ad given out is exact for its slot at that moment.
     sd = startd_scenarios._startd(STATIC, hosts=2)
     now = startd_scenarios.NOW
     m1, m2 = sd.machines.values()
     startd_scenarios._run(m1, "slot2", job(1), now)
-    kept = EvalAds(keep=1, keep_short=1)
+    kept = EvalAds()
     from daemons.startd.slotad import eval_parts
-    # Slots of one shape (slot2 of either machine, one claimed) share their static part and
-    # are brought up to date; another shape (slot3) is parsed afresh.
-    for m, s in [(m1, m1.slots["slot2"]), (m2, m2.slots["slot2"]), (m1, m1.slots["slot2"]), (m2, m2.slots["slot3"])]:
-        for short in (True, False):
-            assert same(kept.get_parts("one key", *eval_parts(m, s, now + 5), short=short), fresh(m, s, now + 5))
-    assert (kept.hits, kept.misses) == (4, 4)
+    for m, s in [(m1, m1.slots["slot2"]), (m2, m2.slots["slot2"]), (m1, m1.slots["slot2"]), (m2, m2.slots["slot3"]),
+                 (m2, m2.slots["slot2"])]:
+        assert same(kept.slot_ad(id(s), *eval_parts(m, s, now + 5)), fresh(m, s, now + 5))
+    assert (kept.hits, kept.misses, len(kept._shapes), len(kept._slots)) == (3, 2, 2, 0)
+    # A slot whose STARTD_ATTRS override its own item is kept by slot.
+    sd = startd_scenarios._startd(STATIC_OVERRIDE, hosts=1)
+    [m] = sd.machines.values()
+    for s in [m.slots["slot1"], m.slots["slot2"], m.slots["slot1"]]:
+        assert same(kept.slot_ad(id(s), *eval_parts(m, s, now)), fresh(m, s, now))
+    assert len(kept._slots) == 2 and ads.get(fresh(m, m.slots["slot1"], now), "Mips") == 42
