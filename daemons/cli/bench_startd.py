@@ -12,6 +12,9 @@ slots; `--class` picks std, bigmem or dept), and then, reading its own /proc/sel
    the startd's RPC service parses it, its end waiting in a TimerQueue as the daemon's;
 4. sends every busy slot's ad again (a collector update after the claims).
 
+Then, in this process, the CPU per match of the startd's claim path as its service runs
+it (bench_startd_claims.py).
+
 It reports the RSS after imports (the interpreter and its libraries, the same for any
 slot count; the part of it that is mapped files, shared with a pool's other processes,
 and the process's own), the growth per slot after (1) and (3), and the peak (VmHWM)
@@ -148,6 +151,9 @@ def bench_startd(args: argparse.Namespace) -> int:
     except ValueError:
         print(f"htcpool bench startd: --sizes {args.sizes!r}: slot counts separated by commas", file=sys.stderr)
         return 2
+    if args.claim_machines < 1:
+        print("htcpool bench startd: --claim-machines: at least 1", file=sys.stderr)
+        return 2
     if not sizes or min(sizes) < SLOTS_PER_MACHINE:
         print(f"htcpool bench startd: --sizes: each size at least {SLOTS_PER_MACHINE} slots", file=sys.stderr)
         return 2
@@ -170,8 +176,14 @@ def bench_startd(args: argparse.Namespace) -> int:
               f"busy +{r['busy_bytes_per_slot']:,} B/slot; peak {r['peak_above_baseline_bytes_per_slot']:,} B/slot "
               f"above baseline; startd_bytes_per_slot {r['startd_bytes_per_slot']:,} "
               f"(advertise {r['advertise_s']} s, claims {r['claim_and_activate_s']} s)", flush=True)
+    from daemons.cli import bench_startd_claims
+    claims = bench_startd_claims.measure(args.machine_class, args.claim_machines)
+    print(f"  claim path: {claims['claim_path_us_per_match']:,} µs of CPU per match "
+          f"({claims['claim_path_matches']:,} matches through the startd's service in batches of "
+          f"{claims['claim_path_batch']}, the update after them included; best of {bench_startd_claims.REPEATS})",
+          flush=True)
     if args.json:
-        print(json.dumps({"machine_class": args.machine_class, "rows": rows}))
+        print(json.dumps({"machine_class": args.machine_class, "rows": rows, **claims}))
     return 0
 
 

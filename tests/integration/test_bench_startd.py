@@ -8,7 +8,8 @@ from .conftest import htcpool
 
 
 def test_bench_startd_reports_each_size_against_the_goal():
-    r = htcpool("bench", "startd", "--sizes", "80,160", "--class", "std", "--json", timeout=300)
+    r = htcpool("bench", "startd", "--sizes", "80,160", "--class", "std", "--claim-machines", "4", "--json",
+                timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert [row["slots"] for row in out["rows"]] == [80, 160] and out["machine_class"] == "std"
@@ -21,9 +22,14 @@ def test_bench_startd_reports_each_size_against_the_goal():
         assert row["model_bytes_per_slot"] >= 0 and row["claim_and_activate_s"] > 0 and row["jobs_running"] == row["slots"]
     assert "startd bytes per emulated slot" not in r.stdout    # the goal is stated at 10k and 50k only
     assert [list(row["peak_rss_mb"]) for row in out["rows"]] == [["startd (80 slots)"], ["startd (160 slots)"]]
+    # The claim path through the startd's service: every activation found its claim's parse.
+    assert out["claim_path_matches"] == out["claim_path_job_ads_reused"] == 32 and out["claim_path_us_per_match"] > 0
+    assert "µs of CPU per match" in r.stdout
 
 
 def test_bench_startd_refuses_bad_sizes():
     for sizes in ("ten", "4"):
         r = htcpool("bench", "startd", "--sizes", sizes, timeout=60)
         assert r.returncode == 2 and "--sizes" in r.stderr and "Traceback" not in r.stderr
+    r = htcpool("bench", "startd", "--sizes", "80", "--claim-machines", "0", timeout=60)
+    assert r.returncode == 2 and "--claim-machines" in r.stderr and "Traceback" not in r.stderr

@@ -72,10 +72,13 @@ def register(sub) -> None:
                            help="the schedd's job queue: submit, replay after a crash, queries, RSS per job")
     b.add_argument("--jobs", type=int, default=100_000, help="jobs in one `queue N` (default 100,000)")
     b = benches.add_parser("startd", parents=[common],
-                           help="a startd's memory per emulated slot, in one process per size")
+                           help="a startd's memory per emulated slot, in one process per size, "
+                                "and its CPU per match on the claim path")
     b.add_argument("--sizes", default="10000,50000", help="slots in the one startd (default 10000,50000)")
     b.add_argument("--class", dest="machine_class", default="dept", choices=("std", "bigmem", "dept"),
                    help="bench negotiator's machine class (default dept: a START and a STARTD_ATTRS)")
+    b.add_argument("--claim-machines", type=int, default=250,
+                   help="8-slot machines claimed for the claim-path figure (default 250)")
     for b in benches.choices.values():
         b.add_argument("--json", action="store_true", help="end with one JSON object")
         b.add_argument("--baseline", metavar="FILE",
