@@ -111,7 +111,9 @@ class StartdService(pb_grpc.StartdServicer):
 
     async def ActivateClaim(self, request: pb.ActivateClaimRequest,
                             context: grpc.aio.ServicerContext) -> pb.ActivateClaimReply:
-        job_ad = self._kept(request.job_ad.text) or await self._job_ad(request.job_ad.text, context)
+        job_ad = self._kept(request.job_ad.text)
+        if job_ad is None:
+            job_ad = await self._job_ad(request.job_ad.text, context)
         ok, reason, start = self.d.activate(request.claim_id, job_ad)
         return pb.ActivateClaimReply(ok=ok, reason=reason, start_time=start)
 
