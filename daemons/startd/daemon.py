@@ -105,7 +105,8 @@ class StartdDaemon(ReportsMixin, Daemon):
         self._flush_task: asyncio.Task | None = None
         self._claim_call_at = 0.0     # loop time of the last claim or activation granted
         self._claim_calls = 0         # claims and activations granted, ever
-        self._burst_from = (0.0, 0)   # loop time of the first change not yet sent, claims before it
+        # Loop time of the first change no update has taken yet, and the claims before it.
+        self._burst_from: tuple[float, int] | None = None
         # Machines whose changed ads are in an update on its way: not refreshed meanwhile (a
         # refresh stamps LastHeardFrom, which the negotiator reads as "this ad is current").
         self._hosts_sending: dict[str, int] = {}
@@ -422,16 +423,21 @@ class StartdDaemon(ReportsMixin, Daemon):
 
     def _changed(self, claim: bool = False) -> None:
         self._sync_preemption()
-        if self._flush_task is None or self._flush_task.done():
-            # The burst counts from this change, the claim that made it included: the task
-            # starts only when the call that made it lets the loop run, a batch later.
+        if self._burst_from is None:
+            # The first change no update has taken yet: the burst counts from it, the claim
+            # that made it included (the flush task runs only when the call that made it
+            # lets the loop run, a batch later; or it is still sending the last update).
             self._burst_from = (loop_time(), self._claim_calls - int(claim))
+        if self._flush_task is None or self._flush_task.done():
             self._flush_task = self.spawn(self._flush_dirty(), "startd:flush")
 
     async def _flush_dirty(self) -> None:
         assert self.model is not None
-        await self._burst_settled()
         while True:
+            # Each update waits for its burst: a burst that began while the last update was
+            # on its way is held like any other, not sent in pieces as each update returns.
+            await self._burst_settled()
+            self._burst_from = None      # changes from here on are the next update's
             dirty = [m for m in self.model.machines.values() if m.due]
             if not dirty:
                 return
@@ -461,6 +467,8 @@ class StartdDaemon(ReportsMixin, Daemon):
 
     async def _burst_settled(self) -> None:
         """Wait until the update is due (update_due_at): claims may keep coming meanwhile."""
+        if self._burst_from is None:
+            return
         first, counted = self._burst_from
         while (wait := update_due_at(first, self._claim_call_at, self._claim_calls - counted)
                - loop_time()) > 0:

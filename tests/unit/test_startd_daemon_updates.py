@@ -172,3 +172,58 @@ async def test_a_burst_in_small_calls_is_held_from_its_first_claim_and_sent_once
     [(texts, _)] = c.updates
     assert sorted(classad2.ClassAd(t)["Activity"] for t in texts) == ["Busy"] * 6
     await d.on_close()
+
+
+async def test_a_burst_that_begins_while_an_update_is_on_its_way_is_held_like_any_other(tmp_path, monkeypatch):
+    """A job's end starts an update; a burst of claims comes while that update is still on its
+    way: when it returns, the burst is not sent in pieces but once, after it pauses."""
+    class SlowCollector(Collector):
+        def __init__(self) -> None:
+            super().__init__()
+            self.answer = asyncio.Event()
+
+        async def update(self, ad_texts, **kw):
+            n = await super().update(ad_texts, **kw)
+            await self.answer.wait()
+            return n
+
+    c = SlowCollector()
+    d = startd(tmp_path, c)
+    now = {"t": 1000.0}
+    monkeypatch.setattr(startd_daemon, "loop_time", lambda: now["t"])
+    real_sleep = asyncio.sleep
+
+    async def sleep_on_test_clock(seconds, *args):
+        until = now["t"] + seconds
+        while now["t"] < until:
+            await real_sleep(0)
+    monkeypatch.setattr(startd_daemon.asyncio, "sleep", sleep_on_test_clock)
+
+    async def settle():
+        for _ in range(20):
+            await real_sleep(0)
+
+    h1 = d.model.machines["h1"]
+    for m in d.model.machines.values():
+        m.dirty = False
+    h1.dirty = True
+    d._changed()                              # a change that is not a claim (a job's end)
+    now["t"] += 0.025
+    await settle()
+    assert len(c.updates) == 1                # on its way, not answered yet
+    caps = [s.capability for m in d.model.machines.values() for s in m.slots.values()]
+    for k in range(0, len(caps), 2):          # the burst: 6 claims, then their 6 activations
+        ids = [d.request_claim(cap, job(1000), "schedd@x", "127.0.0.1:1", "u@x").claim_id for cap in caps[k:k + 2]]
+        assert all(d.activate(cid, job(1000))[0] for cid in ids)
+        if k == 2:
+            c.answer.set()                    # the first update returns in the middle of the burst
+        await settle()
+        now["t"] += 0.012
+    assert len(c.updates) == 1                # still held: claims keep coming
+    for _ in range(10):
+        now["t"] += 0.005
+        await settle()
+    assert len(c.updates) == 2
+    texts, _ = c.updates[1]
+    assert sorted(classad2.ClassAd(t)["Activity"] for t in texts) == ["Busy"] * 6
+    await d.on_close()
