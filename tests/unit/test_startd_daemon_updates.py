@@ -12,8 +12,9 @@ import pytest
 
 from daemons.core.common import CommonConfig
 from daemons.startd.config import Resources, SlotTypeSpec, StartdConfig
-from daemons.startd import daemon as startd_daemon
-from daemons.startd.daemon import StartdDaemon, update_due_at
+from daemons.startd import updates as startd_updates
+from daemons.startd.daemon import StartdDaemon
+from daemons.startd.updates import update_due_at
 from daemons.startd.machines import Startd
 from daemons.startd.slots import Machine
 
@@ -52,8 +53,8 @@ def job(duration: int) -> classad2.ClassAd:
 
 
 def test_an_update_waits_for_a_burst_of_claims_to_pause_but_not_past_its_bound():
-    quiet, bound = startd_daemon.UPDATE_COALESCE_WALL_S, startd_daemon.UPDATE_COALESCE_MAX_WALL_S
-    burst = startd_daemon.UPDATE_HOLD_MIN_CLAIMS
+    quiet, bound = startd_updates.UPDATE_COALESCE_WALL_S, startd_updates.UPDATE_COALESCE_MAX_WALL_S
+    burst = startd_updates.UPDATE_HOLD_MIN_CLAIMS
     # No claim since the change (a job ended): the update goes after the coalescing wait.
     assert update_due_at(100.0, 0.0, 0) == pytest.approx(100.0 + quiet)
     assert update_due_at(100.0, 99.0, 0) == pytest.approx(100.0 + quiet)
@@ -138,14 +139,14 @@ async def test_a_burst_in_small_calls_is_held_from_its_first_claim_and_sent_once
     c = Collector()
     d = startd(tmp_path, c)
     now = {"t": 1000.0}
-    monkeypatch.setattr(startd_daemon, "loop_time", lambda: now["t"])
+    monkeypatch.setattr(startd_updates, "loop_time", lambda: now["t"])
     real_sleep = asyncio.sleep
 
     async def sleep_on_test_clock(seconds, *args):
         until = now["t"] + seconds
         while now["t"] < until:
             await real_sleep(0)
-    monkeypatch.setattr(startd_daemon.asyncio, "sleep", sleep_on_test_clock)
+    monkeypatch.setattr(startd_updates.asyncio, "sleep", sleep_on_test_clock)
 
     async def settle():
         for _ in range(20):
@@ -190,14 +191,14 @@ async def test_a_burst_that_begins_while_an_update_is_on_its_way_is_held_like_an
     c = SlowCollector()
     d = startd(tmp_path, c)
     now = {"t": 1000.0}
-    monkeypatch.setattr(startd_daemon, "loop_time", lambda: now["t"])
+    monkeypatch.setattr(startd_updates, "loop_time", lambda: now["t"])
     real_sleep = asyncio.sleep
 
     async def sleep_on_test_clock(seconds, *args):
         until = now["t"] + seconds
         while now["t"] < until:
             await real_sleep(0)
-    monkeypatch.setattr(startd_daemon.asyncio, "sleep", sleep_on_test_clock)
+    monkeypatch.setattr(startd_updates.asyncio, "sleep", sleep_on_test_clock)
 
     async def settle():
         for _ in range(20):
