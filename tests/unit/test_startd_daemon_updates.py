@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import classad2
 import pytest
@@ -132,12 +133,10 @@ async def test_running_jobs_end_behind_one_timer(tmp_path):
     await d.on_close()
 
 
-async def test_a_burst_in_small_calls_is_held_from_its_first_claim_and_sent_once(tmp_path, monkeypatch):
-    """Claims and activations three at a time, 12 ms apart (each call's flush task starts only
-    after the call): the burst counts from its first claim, so they make one update, after
-    the last of them. On a clock of the test's own, moved by hand."""
-    c = Collector()
-    d = startd(tmp_path, c)
+def hand_clock(monkeypatch) -> tuple[dict[str, float], Any]:
+    """A clock of the test's own for startd/updates.py (its loop_time and its sleeps):
+    returns the time, to move by hand, and a coroutine function that lets every task that
+    can run at that time do so."""
     now = {"t": 1000.0}
     monkeypatch.setattr(startd_updates, "loop_time", lambda: now["t"])
     real_sleep = asyncio.sleep
@@ -151,6 +150,16 @@ async def test_a_burst_in_small_calls_is_held_from_its_first_claim_and_sent_once
     async def settle():
         for _ in range(20):
             await real_sleep(0)
+    return now, settle
+
+
+async def test_a_burst_in_small_calls_is_held_from_its_first_claim_and_sent_once(tmp_path, monkeypatch):
+    """Claims and activations three at a time, 12 ms apart (each call's flush task starts only
+    after the call): the burst counts from its first claim, so they make one update, after
+    the last of them. On a clock of the test's own, moved by hand."""
+    c = Collector()
+    d = startd(tmp_path, c)
+    now, settle = hand_clock(monkeypatch)
 
     caps = [s.capability for m in d.model.machines.values() for s in m.slots.values()]
     ids = []
@@ -190,19 +199,7 @@ async def test_a_burst_that_begins_while_an_update_is_on_its_way_is_held_like_an
 
     c = SlowCollector()
     d = startd(tmp_path, c)
-    now = {"t": 1000.0}
-    monkeypatch.setattr(startd_updates, "loop_time", lambda: now["t"])
-    real_sleep = asyncio.sleep
-
-    async def sleep_on_test_clock(seconds, *args):
-        until = now["t"] + seconds
-        while now["t"] < until:
-            await real_sleep(0)
-    monkeypatch.setattr(startd_updates.asyncio, "sleep", sleep_on_test_clock)
-
-    async def settle():
-        for _ in range(20):
-            await real_sleep(0)
+    now, settle = hand_clock(monkeypatch)
 
     h1 = d.model.machines["h1"]
     for m in d.model.machines.values():
