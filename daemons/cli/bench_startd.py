@@ -69,7 +69,8 @@ def measure(slots: int, cls: str) -> dict[str, Any]:
     from daemons.pb.htcpool import collector_pb2, common_pb2
     from daemons.startd import service  # noqa: F401  (what a startd process imports)
     from daemons.startd.config import read_startd_config
-    from daemons.startd.daemon import host_names, machine_ad_texts
+    from daemons.startd.daemon import host_names
+    from daemons.startd.updates import machine_ad_texts
     from daemons.startd.machines import Startd
 
     from daemons.core.memory import fix_mmap_threshold

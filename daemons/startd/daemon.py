@@ -22,10 +22,11 @@ from daemons.startd.config import StartdConfig
 from daemons.startd import policy, preemption, refresh
 from daemons.startd.drain import DrainError, cancel_drain, check_drained, idle_claims, start_drain
 from daemons.startd.reports import ReportsMixin
-from daemons.startd.updates import UpdatesMixin, machine_ad_texts  # noqa: F401  (bench_startd imports it here)
+from daemons.startd.updates import UpdatesMixin, machine_ad_texts
 from daemons.startd.service import StartdService
 from daemons.startd.machines import Startd
 from daemons.startd.slots import CLAIMED, ClaimOutcome
+
 
 def host_names(base: str, machines: int, prefix: str | None = None) -> list[str]:
     """One machine keeps the host's own name; many get distinct numbered names."""

@@ -23,19 +23,15 @@ from __future__ import annotations
 
 import functools
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Hashable, Mapping
+from typing import Any, Hashable, Mapping
 
 import classad2
 
 from daemons.core import ads
-
-if TYPE_CHECKING:
-    from daemons.startd.slotad import _StaticPart
+from daemons.startd.slotad import _StaticPart, _text
 
 KEEP = 1024        # slot shapes whose parsed ad is kept (a startd has a few dozen)
 KEEP_SLOTS = 256   # slots kept one by one (their STARTD_ATTRS override their own items)
-
-_NOTHING: Mapping[str, Any] = {}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -80,11 +76,7 @@ class EvalAds:
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: Hashable, attrs: Mapping[str, Any]) -> classad2.ClassAd:
-        """The parsed ad of `attrs`, kept under `key`. The caller must not change it."""
-        return self._get(self._slots, self.keep_slots, key, None, attrs, _NOTHING)
-
-    def slot_ad(self, slot_key: Hashable, static: "_StaticPart | None", a: Mapping[str, Any],
+    def slot_ad(self, slot_key: Hashable, static: _StaticPart | None, a: Mapping[str, Any],
                 late: Mapping[str, Any]) -> classad2.ClassAd:
         """The parsed ad of a slot's parts (slotad.eval_parts): kept by its static part,
         or, if it has none, by `slot_key`."""
@@ -97,7 +89,7 @@ class EvalAds:
         found = table.pop(key, None)
         if found is None or found[0] is not static:
             self.misses += 1
-            ad = classad2.ClassAd(ads.ad_text(a) if static is None else _printed(static, a, late))
+            ad = classad2.ClassAd(ads.ad_text(a) if static is None else _text(static, a, late))
         else:
             self.hits += 1
             _, old_a, old_late, ad = found
@@ -108,11 +100,6 @@ class EvalAds:
         if len(table) > keep:
             table.popitem(last=False)
         return ad
-
-
-def _printed(static: "_StaticPart", a: Mapping[str, Any], late: Mapping[str, Any]) -> str:
-    from daemons.startd.slotad import _text
-    return _text(static, a, late)
 
 
 _ABSENT = object()

@@ -61,7 +61,6 @@ def machine_ad_texts(machines: "Iterable[Machine]", now: float, deleted: list[st
         yield from built
 
 
-
 class UpdatesMixin:
     """The StartdDaemon's part that sends its changes to the collector."""
 

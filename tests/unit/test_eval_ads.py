@@ -75,11 +75,11 @@ def test_claims_activations_and_releases_in_any_order_keep_the_ads_exact(knobs):
 def test_only_a_bounded_number_of_ads_is_kept():
     kept = EvalAds(keep_slots=3)
     for i in range(10):
-        kept.get(i, {"MyType": "Machine", "Cpus": i})
+        kept.slot_ad(i, None, {"MyType": "Machine", "Cpus": i}, {})
     assert len(kept._slots) == 3 and kept.misses == 10
-    ad = kept.get(9, {"MyType": "Machine", "Cpus": 1.5, "L": [1, 2], "E": ads.Expr("Cpus * 2"), "S": "x"})
+    ad = kept.slot_ad(9, None, {"MyType": "Machine", "Cpus": 1.5, "L": [1, 2], "E": ads.Expr("Cpus * 2"), "S": "x"}, {})
     assert kept.hits == 1 and ad.eval("E") == 3.0 and ad.eval("S") == "x"
-    ad = kept.get(9, {"MyType": "Machine", "Cpus": -0.0, "E": ads.Expr("Cpus + 1")})
+    ad = kept.slot_ad(9, None, {"MyType": "Machine", "Cpus": -0.0, "E": ads.Expr("Cpus + 1")}, {})
     assert "L" not in ad and ad.eval("E") == 1.0 and same(ad, classad2.ClassAd(
         ads.ad_text({"MyType": "Machine", "Cpus": -0.0, "E": ads.Expr("Cpus + 1")})))
     assert evalads.KEEP >= 100 and evalads.KEEP_SLOTS >= 100

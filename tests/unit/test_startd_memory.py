@@ -16,7 +16,7 @@ from daemons.core.clock import PoolClock, TimerQueue
 from daemons.core.collector_client import UPDATE_CHUNK_ADS, iter_update_chunks, update_chunks
 from daemons.startd import policy
 from daemons.startd.config import Resources, SlotPolicy, SlotTypeSpec, StartdConfig
-from daemons.startd.daemon import machine_ad_texts
+from daemons.startd.updates import machine_ad_texts
 from daemons.core.adpack import AdPacker, unpack
 from daemons.startd.machines import Startd
 from daemons.startd.slots import NO_CHILDREN
