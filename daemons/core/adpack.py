@@ -11,6 +11,16 @@ about 35, and compressing against the dictionary is faster than without one. An 
 unlike the dictionary (it compresses to more than a quarter of its text) becomes the
 dictionary for the ads that follow; every packed ad keeps a reference to the dictionary
 it was packed with.
+
+The compressor is zlib's with a 16 KB window and a small hash table (WBITS, MEM_LEVEL),
+not its default 32 KB window and 64 KB tables: an ad and its dictionary are a few KB,
+so they compress to the same bytes, and zlib's state is 80 KB instead of 260 KB. The
+size matters more than it seems: glibc gives the freed top of its heap back to the
+system once more than 128 KB is free there, so in a daemon whose heap top was free every
+pack grew the heap by the whole state, touched its pages and gave them back. Measured
+in a fresh process, 2,000 job ads: 73 - 116 us a pack with the defaults, 9 - 12 us with
+these (the schedd packs every claimed slot's ad: 5 % of its samples in `bench
+throughput` went to it).
 """
 from __future__ import annotations
 
@@ -20,10 +30,13 @@ import classad2
 
 # Packed to more than this share of its text: the dictionary no longer looks like the ads.
 POOR_RATIO = 0.25
+WBITS = 14        # a 16 KB window: an ad and its dictionary fit in it
+MEM_LEVEL = 4     # zlib's hash table and output buffer at 4 KB each (its default 8: 64 KB)
 
 
 def _compress(text: bytes, zdict: bytes) -> bytes:
-    c = zlib.compressobj(zdict=zdict) if zdict else zlib.compressobj()
+    c = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, WBITS, MEM_LEVEL, zlib.Z_DEFAULT_STRATEGY,
+                         *((zdict,) if zdict else ()))
     return c.compress(text) + c.flush()
 
 
@@ -65,5 +78,5 @@ class PackedAd:
 
 
 def unpack(zdict: bytes, packed: bytes) -> classad2.ClassAd:
-    d = zlib.decompressobj(zdict=zdict) if zdict else zlib.decompressobj()
+    d = zlib.decompressobj(WBITS, zdict=zdict) if zdict else zlib.decompressobj(WBITS)
     return classad2.ClassAd((d.decompress(packed) + d.flush()).decode())

@@ -17,6 +17,7 @@ from daemons.core.collector_client import UPDATE_CHUNK_ADS, iter_update_chunks, 
 from daemons.startd import policy
 from daemons.startd.config import Resources, SlotPolicy, SlotTypeSpec, StartdConfig
 from daemons.startd.updates import machine_ad_texts
+from daemons.core import adpack
 from daemons.core.adpack import AdPacker, unpack
 from daemons.startd.machines import Startd
 from daemons.startd.slots import NO_CHILDREN
@@ -112,6 +113,20 @@ def test_a_job_ad_unlike_the_dictionary_becomes_the_next_one():
     assert zc is zb and len(pc) * 8 < len(zc)
     assert unpack(za, pa) == a and unpack(zo, po) == other and ads.get(unpack(zb, pb), "ProcId") == 2
 
+
+
+def test_ads_larger_than_the_compression_window_come_back_whole():
+    # The packer's window (adpack.WBITS) is 16 KB: an ad and a dictionary larger than that
+    # pack less well, never wrongly.
+    def big(seed: int) -> classad2.ClassAd:
+        return classad2.ClassAd("[" + "; ".join(f'Attr{i} = "{(i * seed) % 100003:06d}{"x" * 40}"'
+                                                 for i in range(700)) + "]")
+    packer = AdPacker()
+    first, second = big(7), big(11)
+    assert len(repr(first)) > 2 << adpack.WBITS
+    z1, p1 = packer.pack(first)
+    z2, p2 = packer.pack(second)
+    assert unpack(z1, p1) == first and unpack(z2, p2) == second
 
 def test_attributes_that_are_not_strings_are_not_advertised():
     m = static_startd().machines["h1"]
