@@ -180,6 +180,19 @@ def _class_config(name: str) -> str:
     return dict(MACHINE_CLASSES)[name]
 
 
+def job_ad_text(cls: str) -> str:
+    """The ad text of one of this bench's jobs as the schedd prints it, for the startd
+    benches; a dept machine's jobs carry the Department its START asks for."""
+    from daemons.schedd.submit import SubmitContext, build_jobs, parse_submit
+
+    sub = job_kinds(1, 1, 1)[0].submit_text().replace("queue 1\n", "")
+    if cls == "dept":
+        sub += '+Department = "physics"\n'
+    attrs = build_jobs(parse_submit(sub + "queue 1\n"), SubmitContext("u001", "benchhost", 1, 1000, "schedd@benchhost"))[0]
+    attrs.update({"ClusterId": "1", "JobStatus": "1", "QDate": "1000"})
+    return "[" + "; ".join(f"{k} = {v}" for k, v in attrs.items()) + "]"
+
+
 # ---- one size -------------------------------------------------------------------------
 async def _submit_all(c: PoolClient, kinds: list[JobKind], emit: Callable[[str], None]) -> int:
     sem = asyncio.Semaphore(SUBMITS_IN_FLIGHT)

@@ -46,19 +46,6 @@ def _status_kb(field: str) -> int:
     return 0
 
 
-def _job_text(cls: str) -> str:
-    from daemons.cli import bench_negotiator as bn
-    from daemons.schedd.submit import SubmitContext, build_jobs, parse_submit
-
-    kind = bn.job_kinds(1, 1, 1)[0]
-    sub = kind.submit_text().replace("queue 1\n", "")
-    if cls == "dept":
-        sub += '+Department = "physics"\n'
-    attrs = build_jobs(parse_submit(sub + "queue 1\n"), SubmitContext("u001", "benchhost", 1, 1000, "schedd@benchhost"))[0]
-    attrs.update({"ClusterId": "1", "JobStatus": "1", "QDate": "1000"})
-    return "[" + "; ".join(f"{k} = {v}" for k, v in attrs.items()) + "]"
-
-
 def measure(slots: int, cls: str) -> dict[str, Any]:
     """The figures of one size, in this process (which should have done nothing else)."""
     from daemons.cli import bench_negotiator as bn
@@ -81,7 +68,7 @@ def measure(slots: int, cls: str) -> dict[str, Any]:
         path = Path(d) / "startd.conf"
         path.write_text(bn.POOL_CONFIG + bn.MACHINE_CONFIG.format(slots=SLOTS_PER_MACHINE) + bn._class_config(cls))
         cfg = read_startd_config(configmod.load(path, local_dir=Path(d)))
-    job_text = _job_text(cls)
+    job_text = bn.job_ad_text(cls)
     gc.collect()
     base_kb = _status_kb("VmRSS")
     out: dict[str, Any] = {"slots": slots, "class": cls, "baseline_mb": round(base_kb / 1024, 1),

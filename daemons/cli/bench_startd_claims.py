@@ -90,10 +90,10 @@ async def _burst(daemon, job_texts: list[str]) -> int:
 
 
 def measure(cls: str, machines: int = MACHINES) -> dict[str, Any]:
-    from daemons.cli.bench_startd import _job_text
+    from daemons.cli.bench_negotiator import job_ad_text
 
     # One job per slot, each its own proc of one cluster (as a schedd's jobs differ).
-    job_text = _job_text(cls)
+    job_text = job_ad_text(cls)
     assert "ProcId = 0;" in job_text
     matches = machines * 8
     job_texts = [job_text.replace("ProcId = 0;", f"ProcId = {n};", 1) for n in range(matches)]
