@@ -316,6 +316,8 @@ async def _run_size(slots: int, args: argparse.Namespace, state: Path, emit: Cal
                 "significant": rec.significant,
                 "evaluations": rec.evaluations,
                 "phases_s": {k: round(rec.phases[k], 3) for k in PHASES if k in rec.phases},
+                "stream_messages": rec.stream_messages,
+                "stream_writes": rec.stream_writes,
                 "reschedule_to_record_s": round(waited, 3),
                 "cpu_during_cycle_s": {k: round(cpu1[k] - cpu0[k], 2) for k in pids
                                        if cpu0.get(k) is not None and cpu1.get(k) is not None},
@@ -435,7 +437,9 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
     lines.append("  phases of the cycle (wall s):")
     for r in rows:
         if "phases_s" in r:
-            lines.append(f"  {r['slots']:>7} " + ", ".join(f"{k} {v:.3f}" for k, v in r["phases_s"].items()))
+            lines.append(f"  {r['slots']:>7} " + ", ".join(f"{k} {v:.3f}" for k, v in r["phases_s"].items())
+                         + f"; {r.get('stream_messages', 0):,} messages to schedds in "
+                         f"{r.get('stream_writes', 0):,} writes")
     lines.append("  peak RSS (MB) of every daemon; bytes per slot ad (collector), per idle job (schedd), "
                  "per slot (startds):")
     for r in rows:

@@ -76,6 +76,8 @@ class CycleRecord:
     prefetched: int = 0        # submitters whose first requests came in the prefetch
     reschedule_wait: float = 0.0   # wall s from the Reschedule that called the cycle to its start
     prefetched_resumed: int = 0    # later sessions begun with requests asked for as the previous one ended
+    stream_messages: int = 0       # messages written to the schedds' Negotiate streams
+    stream_writes: int = 0         # the writes that carried them (what waited went as one bundle)
 
 
 class _Phases:

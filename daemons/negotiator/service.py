@@ -36,7 +36,8 @@ class NegotiatorService(negotiator_pb2_grpc.NegotiatorServicer):
                                        evaluations=r.evaluations, preemptions=r.preemptions, order=r.order,
                                        failed=r.failed, error=r.error, prefetched=r.prefetched,
                                        reschedule_wait=r.reschedule_wait,
-                                       prefetched_resumed=r.prefetched_resumed)
+                                       prefetched_resumed=r.prefetched_resumed,
+                                       stream_messages=r.stream_messages, stream_writes=r.stream_writes)
             for r in records])
 
     async def UserPrio(self, request: negotiator_pb2.UserPrioRequest, context) -> negotiator_pb2.UserPrioReply:

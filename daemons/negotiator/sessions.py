@@ -51,8 +51,14 @@ class SessionsMixin:
         stub = schedd_pb2_grpc.ScheddStub(self.channels.get(address))
         s = self._streams[address] = ScheddStream(
             stub.Negotiate(timeout=self.cfg.timeout_s), time.monotonic(),
-            on_write_failed=lambda st, owner, e: self._write_failed(address, st, owner, e))
+            on_write_failed=lambda st, owner, e: self._write_failed(address, st, owner, e),
+            on_written=self._written)
         return s
+
+    def _written(self, messages: int) -> None:
+        if self._rec is not None:
+            self._rec.stream_messages += messages
+            self._rec.stream_writes += 1
 
     def _write_failed(self, address: str, stream: ScheddStream, owner: str, e: BaseException) -> None:
         """A session's message could not be written after the session had ended (its last

@@ -119,8 +119,14 @@ class ScheddService(pb_grpc.ScheddServicer):
                         context: grpc.aio.ServicerContext) -> AsyncIterator[pb.ScheddMessage]:
         session = None
         kept: dict[str, object] = {}   # prefetched sessions of this stream, by submitter, until resumed
+        request_iterator = unbundled(request_iterator)
         async for msg in request_iterator:
             kind = msg.WhichOneof("msg")
+            if kind == "bundle":
+                async for _ in request_iterator:
+                    pass
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a bundle of negotiation messages holds "
+                                                                      "another bundle")
             if kind == "start":
                 bad = next((a for a in msg.start.significant_attrs if not ads.is_attr_name(a)), None)
                 if bad is not None:
@@ -181,3 +187,14 @@ class ScheddService(pb_grpc.ScheddServicer):
                                     f"event {i + 1}: pool_time and job_start must be times (seconds since 1970)")
         n = await self.d.on_claim_events(request.events)
         return pb.ClaimEventsReply(accepted=n)
+
+
+async def unbundled(messages: AsyncIterator[pb.NegotiatorMessage]) -> AsyncIterator[pb.NegotiatorMessage]:
+    """A negotiator's messages one by one, each bundle's in its order (a bundle inside a
+    bundle is passed on whole: the caller refuses it)."""
+    async for msg in messages:
+        if msg.WhichOneof("msg") == "bundle":
+            for inner in msg.bundle.messages:
+                yield inner
+        else:
+            yield msg

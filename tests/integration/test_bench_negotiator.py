@@ -27,6 +27,10 @@ def test_bench_negotiator_tiny(tmp_path):
         "query", "parse", "accounting", "significant", "group", "prefetch", "negotiate",
         "session_write", "session_read", "session_serve"}
     assert "slots  cycle_s  matches/s" in r.stdout
+    # What the cycle wrote to the schedd: twenty submitters' sessions, several messages each,
+    # and what waited for the stream went in one write (a bundle).
+    assert row["stream_messages"] >= 3 * 20 and 0 < row["stream_writes"] < row["stream_messages"]
+    assert f"{row['stream_messages']:,} messages to schedds in {row['stream_writes']:,} writes" in r.stdout
     # Every daemon's peak RSS, and issue 14's memory figures per slot ad, idle job and slot.
     # (one startd process emulates the three groups of machines, one per class)
     assert set(row["peak_rss_mb"]) == {"collector", "negotiator", "schedd", "startd1"}

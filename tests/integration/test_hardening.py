@@ -379,3 +379,38 @@ async def test_a_significant_attribute_that_is_not_a_name_is_refused(make_pool):
             assert "is not a ClassAd attribute name" in e.value.details()
         jobs = await c.jobs()
         assert len(jobs) == 2 and all("\0" not in str(j.get("AutoClusterAttrs", "")) for j in jobs)
+
+
+async def test_a_bundle_of_negotiation_messages_is_read_as_its_messages_and_may_not_hold_one(make_pool):
+    """The negotiator writes what waits for its stream as one Bundle; the schedd reads it as
+    the messages one by one (here a start and a send-requests, answered with the queue's
+    requests). A bundle inside a bundle is refused, and nothing changes."""
+    pool = make_pool("NUM_CPUS = 1\nSTART = False\n")
+    async with pool.client("condor") as c:
+        await c.submit("executable = /bin/sleep\nqueue 2\n", "two.sub", "alice")
+        stub = schedd_pb2_grpc.ScheddStub(c.channels.get(pool.daemons["schedd"].address))
+        start = schedd_pb2.NegotiatorMessage(start=schedd_pb2.NegotiateStart(submitter="alice@testhost", cycle=1))
+        ask = schedd_pb2.NegotiatorMessage(send_requests=schedd_pb2.SendRequests(max_requests=10))
+
+        def bundle(*msgs) -> schedd_pb2.NegotiatorMessage:
+            return schedd_pb2.NegotiatorMessage(bundle=schedd_pb2.Bundle(messages=list(msgs)))
+
+        call = stub.Negotiate(timeout=30)
+        await call.write(bundle(start, ask))
+        answer = await call.read()
+        assert answer.WhichOneof("msg") == "requests"
+        assert sum(r.count for r in answer.requests.requests) == 2 and answer.requests.no_more
+        await call.write(schedd_pb2.NegotiatorMessage(end=schedd_pb2.NegotiateEnd()))
+        await call.done_writing()
+        assert await call.read() is grpc.aio.EOF
+
+        call = stub.Negotiate(timeout=30)
+        await call.write(bundle(start, bundle(ask)))
+        await call.done_writing()
+        with pytest.raises(grpc.aio.AioRpcError) as e:
+            while await call.read() is not grpc.aio.EOF:
+                pass
+            pytest.fail("a bundle inside a bundle was accepted")
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "another bundle" in e.value.details()
+        assert len(await c.jobs()) == 2
+    logs_without_tracebacks(pool)

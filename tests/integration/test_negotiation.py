@@ -9,6 +9,7 @@ import grpc
 from daemons.cli.client import wait_for
 from daemons.core import ads
 from daemons.pb.htcpool import common_pb2, schedd_pb2, schedd_pb2_grpc
+from daemons.schedd.service import unbundled
 
 from .conftest import STATIC, attr, wait_jobs, wait_slots
 
@@ -80,7 +81,7 @@ class _BadSchedd(schedd_pb2_grpc.ScheddServicer):
 
     async def Negotiate(self, request_iterator: AsyncIterator[schedd_pb2.NegotiatorMessage],
                         context) -> AsyncIterator[schedd_pb2.ScheddMessage]:
-        async for msg in request_iterator:
+        async for msg in unbundled(request_iterator):    # as the schedd reads the negotiator's bundles
             kind = msg.WhichOneof("msg")
             if kind == "start":
                 self.sessions += 1

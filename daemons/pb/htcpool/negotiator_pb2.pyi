@@ -72,7 +72,7 @@ class CycleHistoryRequest(_message.Message):
     def __init__(self, last: _Optional[int] = ...) -> None: ...
 
 class CycleRecord(_message.Message):
-    __slots__ = ("cycle", "start", "end", "matches", "rejections", "duration", "wall_duration", "slots", "submitters", "rescheduled", "requests", "considered", "significant", "pool_weight", "cpu_duration", "slot_groups", "autoclusters", "phases", "evaluations", "preemptions", "order", "failed", "error", "prefetched", "reschedule_wait", "prefetched_resumed")
+    __slots__ = ("cycle", "start", "end", "matches", "rejections", "duration", "wall_duration", "slots", "submitters", "rescheduled", "requests", "considered", "significant", "pool_weight", "cpu_duration", "slot_groups", "autoclusters", "phases", "evaluations", "preemptions", "order", "failed", "error", "prefetched", "reschedule_wait", "prefetched_resumed", "stream_messages", "stream_writes")
     class PhasesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -106,6 +106,8 @@ class CycleRecord(_message.Message):
     PREFETCHED_FIELD_NUMBER: _ClassVar[int]
     RESCHEDULE_WAIT_FIELD_NUMBER: _ClassVar[int]
     PREFETCHED_RESUMED_FIELD_NUMBER: _ClassVar[int]
+    STREAM_MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    STREAM_WRITES_FIELD_NUMBER: _ClassVar[int]
     cycle: int
     start: float
     end: float
@@ -132,7 +134,9 @@ class CycleRecord(_message.Message):
     prefetched: int
     reschedule_wait: float
     prefetched_resumed: int
-    def __init__(self, cycle: _Optional[int] = ..., start: _Optional[float] = ..., end: _Optional[float] = ..., matches: _Optional[int] = ..., rejections: _Optional[int] = ..., duration: _Optional[float] = ..., wall_duration: _Optional[float] = ..., slots: _Optional[int] = ..., submitters: _Optional[int] = ..., rescheduled: _Optional[bool] = ..., requests: _Optional[int] = ..., considered: _Optional[int] = ..., significant: _Optional[int] = ..., pool_weight: _Optional[float] = ..., cpu_duration: _Optional[float] = ..., slot_groups: _Optional[int] = ..., autoclusters: _Optional[int] = ..., phases: _Optional[_Mapping[str, float]] = ..., evaluations: _Optional[int] = ..., preemptions: _Optional[int] = ..., order: _Optional[_Iterable[str]] = ..., failed: _Optional[_Iterable[str]] = ..., error: _Optional[str] = ..., prefetched: _Optional[int] = ..., reschedule_wait: _Optional[float] = ..., prefetched_resumed: _Optional[int] = ...) -> None: ...
+    stream_messages: int
+    stream_writes: int
+    def __init__(self, cycle: _Optional[int] = ..., start: _Optional[float] = ..., end: _Optional[float] = ..., matches: _Optional[int] = ..., rejections: _Optional[int] = ..., duration: _Optional[float] = ..., wall_duration: _Optional[float] = ..., slots: _Optional[int] = ..., submitters: _Optional[int] = ..., rescheduled: _Optional[bool] = ..., requests: _Optional[int] = ..., considered: _Optional[int] = ..., significant: _Optional[int] = ..., pool_weight: _Optional[float] = ..., cpu_duration: _Optional[float] = ..., slot_groups: _Optional[int] = ..., autoclusters: _Optional[int] = ..., phases: _Optional[_Mapping[str, float]] = ..., evaluations: _Optional[int] = ..., preemptions: _Optional[int] = ..., order: _Optional[_Iterable[str]] = ..., failed: _Optional[_Iterable[str]] = ..., error: _Optional[str] = ..., prefetched: _Optional[int] = ..., reschedule_wait: _Optional[float] = ..., prefetched_resumed: _Optional[int] = ..., stream_messages: _Optional[int] = ..., stream_writes: _Optional[int] = ...) -> None: ...
 
 class CycleHistoryReply(_message.Message):
     __slots__ = ("cycles",)

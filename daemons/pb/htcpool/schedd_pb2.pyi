@@ -114,20 +114,28 @@ class ActReply(_message.Message):
     def __init__(self, affected: _Optional[int] = ..., job_ids: _Optional[_Iterable[str]] = ..., denied_job_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class NegotiatorMessage(_message.Message):
-    __slots__ = ("start", "send_requests", "match", "reject", "end", "outcomes")
+    __slots__ = ("start", "send_requests", "match", "reject", "end", "outcomes", "bundle")
     START_FIELD_NUMBER: _ClassVar[int]
     SEND_REQUESTS_FIELD_NUMBER: _ClassVar[int]
     MATCH_FIELD_NUMBER: _ClassVar[int]
     REJECT_FIELD_NUMBER: _ClassVar[int]
     END_FIELD_NUMBER: _ClassVar[int]
     OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    BUNDLE_FIELD_NUMBER: _ClassVar[int]
     start: NegotiateStart
     send_requests: SendRequests
     match: MatchFound
     reject: RequestRejected
     end: NegotiateEnd
     outcomes: Outcomes
-    def __init__(self, start: _Optional[_Union[NegotiateStart, _Mapping]] = ..., send_requests: _Optional[_Union[SendRequests, _Mapping]] = ..., match: _Optional[_Union[MatchFound, _Mapping]] = ..., reject: _Optional[_Union[RequestRejected, _Mapping]] = ..., end: _Optional[_Union[NegotiateEnd, _Mapping]] = ..., outcomes: _Optional[_Union[Outcomes, _Mapping]] = ...) -> None: ...
+    bundle: Bundle
+    def __init__(self, start: _Optional[_Union[NegotiateStart, _Mapping]] = ..., send_requests: _Optional[_Union[SendRequests, _Mapping]] = ..., match: _Optional[_Union[MatchFound, _Mapping]] = ..., reject: _Optional[_Union[RequestRejected, _Mapping]] = ..., end: _Optional[_Union[NegotiateEnd, _Mapping]] = ..., outcomes: _Optional[_Union[Outcomes, _Mapping]] = ..., bundle: _Optional[_Union[Bundle, _Mapping]] = ...) -> None: ...
+
+class Bundle(_message.Message):
+    __slots__ = ("messages",)
+    MESSAGES_FIELD_NUMBER: _ClassVar[int]
+    messages: _containers.RepeatedCompositeFieldContainer[NegotiatorMessage]
+    def __init__(self, messages: _Optional[_Iterable[_Union[NegotiatorMessage, _Mapping]]] = ...) -> None: ...
 
 class NegotiateStart(_message.Message):
     __slots__ = ("submitter", "significant_attrs", "cycle", "pool_time", "job_constraint", "prefetch", "prefetched")
