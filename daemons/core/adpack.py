@@ -14,13 +14,13 @@ it was packed with.
 
 The compressor is zlib's with a 16 KB window and a small hash table (WBITS, MEM_LEVEL),
 not its default 32 KB window and 64 KB tables: an ad and its dictionary are a few KB,
-so they pack to the same bytes, and zlib's state is 80 KB instead of 260 KB, which a
+so they pack to the same bytes, and zlib's state is 72 KB instead of 256 KB, which a
 pack allocates, fills and frees. Where glibc's heap top was free (it gives the top back
 once more than 128 KB is free there) each pack grew the heap by the whole state and
-gave it back: 73 - 119 us a pack in a fresh process, 9 - 18 us now. In the daemons of
+gave it back: 73 – 119 µs a pack in a fresh process, 9 – 18 µs now. In the daemons of
 `bench throughput`, whose heap tops are mostly held, it was less: a claimed slot ad's
-pack in the schedd 41.6 -> 37.7 us of CPU (84 -> 65 us of wall time), a job ad's in the
-startd 24.7 -> 21.2 us.
+pack in the schedd 41.6 → 37.7 µs of CPU (84 → 65 µs of wall time), a job ad's in the
+startd 24.7 → 21.2 µs.
 """
 from __future__ import annotations
 
