@@ -338,7 +338,10 @@ async def test_a_job_whose_lease_ran_out_while_its_schedd_was_down_is_idle_at_re
         await wait_for(past_the_lease, timeout_s=30, what="300 pool seconds")
         pool.restart("schedd")
         [back] = await c.jobs("true")         # its first answer (it answers none before its queue is read)
-        assert attr(back, "JobStatus") == 1, "the restarted schedd took the job for running"
+        # Idle, or (on a loaded machine, where this answer can come after the next cycle)
+        # already started again: not reconnected, which would have kept it at one start.
+        assert attr(back, "JobStatus") == 1 or (attr(back, "JobStatus") == 2 and attr(back, "NumJobStarts") == 2), \
+            "the restarted schedd took the job for running"
         assert "job lease (60 s) expired" in attr(back, "VacateReason")
         assert attr(back, "LastJobLeaseRenewal") >= attr(running, "LastJobLeaseRenewal")
         # Counted until the last renewal (after the start, before the kill) plus the lease.
