@@ -176,8 +176,9 @@ def startd_processes(layout: list[tuple[str, int]]) -> list[list[int]]:
     return out
 
 
-def _class_config(name: str) -> str:
-    return dict(MACHINE_CLASSES)[name]
+def machine_config_text(cls: str) -> str:
+    """The configuration of one class of this bench's machines (8 static 1-core slots)."""
+    return POOL_CONFIG + MACHINE_CONFIG.format(slots=SLOTS_PER_MACHINE) + dict(MACHINE_CLASSES)[cls]
 
 
 def job_ad_text(cls: str) -> str:
@@ -239,8 +240,7 @@ async def _run_size(slots: int, args: argparse.Namespace, state: Path, emit: Cal
     config.write_text(POOL_CONFIG)
     groups = []
     for cls, _ in MACHINE_CLASSES:
-        (state / f"{cls}.conf").write_text(POOL_CONFIG + MACHINE_CONFIG.format(slots=SLOTS_PER_MACHINE)
-                                           + _class_config(cls))
+        (state / f"{cls}.conf").write_text(machine_config_text(cls))
     for j, (cls, machines) in enumerate(layout, 1):
         groups.append(StartdSpec(state / f"{cls}.conf", machines, f"{cls}{j}-"))
     processes = startd_processes(layout)

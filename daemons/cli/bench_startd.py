@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-SLOTS_PER_MACHINE = 8
+SLOTS_PER_MACHINE = 8    # bench_negotiator's, which this module imports only where it measures
 CHILD_TIMEOUT_S = 1800.0
 
 
@@ -66,7 +66,7 @@ def measure(slots: int, cls: str) -> dict[str, Any]:
     slots = machines * SLOTS_PER_MACHINE
     with tempfile.TemporaryDirectory(prefix="htcpool-bench-startd-") as d:
         path = Path(d) / "startd.conf"
-        path.write_text(bn.POOL_CONFIG + bn.MACHINE_CONFIG.format(slots=SLOTS_PER_MACHINE) + bn._class_config(cls))
+        path.write_text(bn.machine_config_text(cls))
         cfg = read_startd_config(configmod.load(path, local_dir=Path(d)))
     job_text = bn.job_ad_text(cls)
     gc.collect()

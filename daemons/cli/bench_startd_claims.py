@@ -31,10 +31,7 @@ class _Collector:
     """Takes the update's ad texts as the real client does (one at a time)."""
 
     async def update(self, ad_texts, *, invalidate_type="", invalidate_names=(), give_up_after_s=None):
-        n = 0
-        for _ in ad_texts:
-            n += 1
-        return n
+        return sum(1 for _ in ad_texts)
 
 
 class _Context:
@@ -51,7 +48,7 @@ def _daemon(cls: str, d: Path, machines: int):
     from daemons.startd.machines import Startd
 
     path = d / "startd.conf"
-    path.write_text(bn.POOL_CONFIG + bn.MACHINE_CONFIG.format(slots=8) + bn._class_config(cls))
+    path.write_text(bn.machine_config_text(cls))
     cfg = read_startd_config(configmod.load(path, local_dir=d))
     common = CommonConfig(role="startd", collector_host=None, bind_host="127.0.0.1", grpc_port=0, status_port=0,
                           time_scale=1.0, pool_epoch=0.0, local_dir=d, log_dir=None, spool_dir=d,
@@ -90,12 +87,12 @@ async def _burst(daemon, job_texts: list[str]) -> int:
 
 
 def measure(cls: str, machines: int = MACHINES) -> dict[str, Any]:
-    from daemons.cli.bench_negotiator import job_ad_text
+    from daemons.cli.bench_negotiator import SLOTS_PER_MACHINE, job_ad_text
 
     # One job per slot, each its own proc of one cluster (as a schedd's jobs differ).
     job_text = job_ad_text(cls)
     assert "ProcId = 0;" in job_text
-    matches = machines * 8
+    matches = machines * SLOTS_PER_MACHINE
     job_texts = [job_text.replace("ProcId = 0;", f"ProcId = {n};", 1) for n in range(matches)]
     best = None
     reused = 0

@@ -3,6 +3,7 @@ and the prefetch of every submitter's first resource requests before the cycle's
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import deque
 from typing import Any
 
@@ -130,7 +131,7 @@ class ScheddStream:
             while n < len(self._out) and size + self._out[n][2] <= BUNDLE_MAX_BYTES:
                 size += self._out[n][2]
                 n += 1
-            taken = [self._out[i] for i in range(n)]
+            taken = list(itertools.islice(self._out, n))
             msg = taken[0][0] if n == 1 else schedd_pb2.NegotiatorMessage(
                 bundle=schedd_pb2.Bundle(messages=[m for m, _, _ in taken]))
             try:
