@@ -36,6 +36,7 @@ from daemons.negotiator.accountant import Accountant
 from daemons.negotiator.candidates import NO_PREEMPTION, SUBMITTER_LIMIT, Match, Rejection
 from daemons.negotiator.fairshare import submitter_limits
 from daemons.negotiator.matchmaker import Matchmaker, SpinLimits
+from daemons.negotiator.slotads import string_value
 
 DONE, RESUME, ERROR = "done", "resume", "error"
 
@@ -132,15 +133,29 @@ class Session:
                         "SubmitterGroupQuota": g.quota})
         return out
 
+    def serve_text(self, request_id: str, text: str, count: int, what: str) -> None:
+        """serve() a request as the schedd sent it (ads.AdError naming `what` if it does not
+        parse). A text this submitter sent before in the cycle (its job asked for again in a
+        later spin, still idle) is not parsed again: serving sets the negotiator's attributes
+        in it afresh, and nothing else of a request is changed by serving it."""
+        key = (self.name, text)
+        known = self.cycle.requests_read.get(key)
+        if known is None:
+            known = self.cycle.requests_read[key] = _Request(ads.parse_ad(text, what), _items_of(text))
+        self._serve(request_id, known, count)
+
     def serve(self, request_id: str, ad: classad2.ClassAd, count: int, text: str | None = None) -> None:
         """Match one resource request as often as it asks; outcomes and log lines collect in order.
         `text`: the ad's text, if it was parsed from one (its attributes are read from it)."""
+        self._serve(request_id, _Request(ad, _items_of(text) if text is not None else None), count)
+
+    def _serve(self, request_id: str, req: "_Request", count: int) -> None:
         if self.stopped:
             return
         cyc, counts, lim = self.cycle, self.cycle.counts, self.limits
         counts.requests += 1
-        cluster, proc = ads.get(ad, "ClusterId", 0), ads.get(ad, "ProcId", 0)
-        ac = ads.get(ad, "AutoClusterId", -1)
+        ad, base = req.ad, req.items
+        cluster, proc, ac = req.cluster, req.proc, req.autocluster
         counts.autoclusters.add(ac)
         if ac in self.rejected:
             return  # a later request of an autocluster that already failed this session
@@ -148,14 +163,10 @@ class Session:
         for k, v in added.items():
             ad[k] = v
         items = None
-        if text is not None:
-            split = ads.split_ad_text(text)
-            if split is not None:
-                items = {k.lower(): v for k, v in split}
-                items.pop("currenttime", None)
-                items.update((k.lower(), ads.literal(v)) for k, v in added.items())
-        limits = ads.get(ad, "ConcurrencyLimits")
-        limits = limits if isinstance(limits, str) else ""
+        if base is not None:
+            items = dict(base)
+            items.update((k.lower(), ads.literal(v)) for k, v in added.items())
+        limits = req.limits
         count = max(1, count)
         job = f"{int(cluster):05d}.{int(proc):05d}"
         who = f"{cluster}.{proc} {self.name} <{self.address}>"
@@ -228,6 +239,46 @@ class Session:
         self.lines.append("  Got NO_MORE_JOBS;  schedd has no more requests")
 
 
+class _Request:
+    """A resource request as serving reads it: the ad, its attribute texts (None if its text
+    was not one simple line), and the job attributes a session reads of it, from those texts
+    where they are plain literals (a look-up in the parsed ad costs an evaluation)."""
+
+    __slots__ = ("ad", "items", "cluster", "proc", "autocluster", "limits")
+
+    def __init__(self, ad: classad2.ClassAd, items: dict[str, str] | None) -> None:
+        self.ad, self.items = ad, items
+        self.cluster = self._value("ClusterId", 0)
+        self.proc = self._value("ProcId", 0)
+        self.autocluster = self._value("AutoClusterId", -1)
+        limits = self._value("ConcurrencyLimits", None)
+        self.limits = limits if isinstance(limits, str) else ""
+
+    def _value(self, name: str, default: object) -> object:
+        items = self.items
+        if items is not None:
+            text = items.get(name.lower())
+            if text is None:
+                return default
+            if text.isdigit() and text.isascii() and (text[0] != "0" or text == "0"):
+                return int(text)   # a decimal literal (a leading 0 may be read otherwise)
+            s = string_value(text)
+            if s is not None:
+                return s
+        return ads.get(self.ad, name, default)
+
+
+def _items_of(text: str) -> dict[str, str] | None:
+    """A request's attributes as {lower-case name: value text} from its one-line text
+    (CurrentTime left out: the negotiator sets its own), or None if the text is not that simple."""
+    split = ads.split_ad_text(text)
+    if split is None:
+        return None
+    items = {k.lower(): v for k, v in split}
+    items.pop("currenttime", None)
+    return items
+
+
 class Cycle:
     def __init__(self, policy: CyclePolicy, accountant: Accountant, mm: Matchmaker | None,
                  submitters: list[Submitter], pool_weight: float, min_weight: float) -> None:
@@ -239,6 +290,8 @@ class Cycle:
         self.min_weight = min_weight if math.isfinite(min_weight) and min_weight > 0 else 1.0
         self.counts = Counts()
         self.lines: list[str] = []
+        # (submitter, request text) -> the request parsed and its attribute texts (Session.serve_text)
+        self.requests_read: dict[tuple[str, str], _Request] = {}
         self.last_limits: dict[str, tuple[float, float]] = {}   # submitter -> (share, limit), first spin
         self.last_quotas: dict[str, float] = {}
         self.tree = hgq.build_tree(policy.groups) if policy.groups.enabled else None

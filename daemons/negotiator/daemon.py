@@ -289,7 +289,8 @@ class NegotiatorDaemon(SessionsMixin, Daemon):
         phase("significant")
         mm = Matchmaker.from_views(views, self.cfg.policy, rec.start, self._slot_cache,
                                    use_slot_weights=self.cfg.use_slot_weights, preemption=self._preemption,
-                                   remote_attrs=cycle.remote_attrs, significant=sig)
+                                   remote_attrs=cycle.remote_attrs, significant=sig,
+                                   inserted_refs=self.significant.inserted_refs)
         mm.count_jobs_in_slot = self.cfg.depth_first
         cycle.mm = mm
         rec.slot_groups = len(mm.groups)

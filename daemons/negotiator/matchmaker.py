@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import classad2
 
@@ -103,6 +103,12 @@ class Matchmaker:
     # alike (HTCondor's autocluster signature, worked out by the negotiator too): their
     # results are shared for the cycle, even from schedds that do not autocluster.
     significant: frozenset[str] | None = None
+    # What of a request the signature reads: the significant attributes, Requirements, Rank,
+    # ConcurrencyLimits, and those of the negotiator's own figures (Submitter*) that a slot
+    # or a policy refers to. Unknown which (None): every one of them, and a submitter's
+    # requests never share results with another's, nor across its matches (its usage changes).
+    inserted_refs: frozenset[str] | None = None
+    _visible: frozenset[str] = field(default=frozenset(), repr=False)
     _by_signature: dict[tuple, tuple[dict, dict, dict]] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -120,13 +126,20 @@ class Matchmaker:
     def from_views(cls, views: Sequence[SlotView], policy: MatchPolicy, now: float, cache: SlotCache,
                    use_slot_weights: bool = True, preemption: Preemption | None = None,
                    remote_attrs: Callable[[str], dict[str, Any]] | None = None,
-                   significant: Sequence[str] | None = None) -> "Matchmaker":
+                   significant: Sequence[str] | None = None,
+                   inserted_refs: Iterable[str] | None = None) -> "Matchmaker":
         """`preemption` None: claimed slots are not candidates (as NEGOTIATOR_CONSIDER_PREEMPTION =
         False); `remote_attrs(user)`: RemoteUserPrio and friends for a claimed slot's ad;
-        `significant`: the cycle's significant attributes (requests are then told apart by them)."""
+        `significant`: the cycle's significant attributes (requests are then told apart by them);
+        `inserted_refs`: the attributes the negotiator puts in requests that some slot or policy
+        refers to (SignificantAttributes.inserted_refs; None: assume all)."""
         pre = preemption if preemption is not None else Preemption.disabled()
         mm = cls(policy, now, refs=cache.refs, use_slot_weights=use_slot_weights, preemption=pre,
-                 significant=frozenset(a.lower() for a in significant) if significant is not None else None)
+                 significant=frozenset(a.lower() for a in significant) if significant is not None else None,
+                 inserted_refs=frozenset(a.lower() for a in inserted_refs) if inserted_refs is not None else None)
+        if mm.significant is not None:
+            mm._visible = mm.significant | _ALWAYS_SIGNIFICANT | (
+                mm.inserted_refs if mm.inserted_refs is not None else REMOVED)
         mm._cache = cache
         mm._pre = ads.parse_expr(policy.pre_job_rank) if policy.pre_job_rank else None
         mm._post = ads.parse_expr(policy.post_job_rank) if policy.post_job_rank else None
@@ -451,7 +464,8 @@ class Matchmaker:
     def _signature(self, request: classad2.ClassAd, items: dict[str, str] | None = None) -> tuple | None:
         """What a slot or a policy can see of a request: the texts of its significant
         attributes, of its Requirements, Rank and ConcurrencyLimits, of what the negotiator
-        added (Submitter*), and of every attribute of its own these refer to. (Texts as
+        added (Submitter*) that a slot or a policy refers to, and of every attribute of its
+        own these refer to. (Texts as
         written or as classad2 prints them: a key of a cache, where a different spelling of
         one expression costs only a miss.)"""
         if self.significant is None:
@@ -464,8 +478,11 @@ class Matchmaker:
 
             def text_of(n: str) -> str:
                 return str(request.lookup(present[n]))
-        wanted = [n for n in present if n in self.significant or n in _ALWAYS_SIGNIFICANT or n.startswith(
-            ("submitter", "submittor"))]
+        visible = self._visible
+        if self.inserted_refs is not None:
+            wanted = [n for n in present if n in visible]
+        else:
+            wanted = [n for n in present if n in visible or n.startswith(("submitter", "submittor"))]
         seen: dict[str, str] = {}
         while wanted:
             n = wanted.pop()
@@ -562,4 +579,4 @@ class Matchmaker:
 
 
 _UNSCORED = object()
-_ALWAYS_SIGNIFICANT = frozenset(("requirements", "rank", "concurrencylimits")) | REMOVED
+_ALWAYS_SIGNIFICANT = frozenset(("requirements", "rank", "concurrencylimits"))

@@ -188,8 +188,7 @@ class SessionsMixin:
                 for req in batch.requests:
                     if session.stopped:
                         break
-                    ad = ads.parse_ad(req.ad.text, f"resource request {req.request_id}")
-                    session.serve(req.request_id, ad, req.count, req.ad.text)
+                    session.serve_text(req.request_id, req.ad.text, req.count, f"resource request {req.request_id}")
                 t1 = clock()
                 spent["session_serve"] = spent.get("session_serve", 0.0) + t1 - t
                 t = t1

@@ -59,6 +59,11 @@ class SignificantAttributes:
     _refs_by_text: dict[str, tuple[tuple[str | None, str], ...]] = field(default_factory=dict)
     _by_ad_text: dict[str, tuple[str, ...]] = field(default_factory=dict)
     _by_view_key: dict[Hashable, tuple[str, ...]] = field(default_factory=dict)
+    # The last list's removed names that something did refer to (lower case): the figures
+    # the negotiator puts in each request (SubmitterUserPrio...) that a slot or a policy
+    # looks at. Not significant to a schedd, whose jobs lack them, but they tell requests
+    # apart for the matchmaker as significant attributes do.
+    inserted_refs: frozenset[str] = frozenset()
 
     def _refs(self, text: str, tree: classad2.ExprTree | None = None) -> tuple[tuple[str | None, str], ...]:
         refs = self._refs_by_text.get(text)
@@ -112,6 +117,7 @@ class SignificantAttributes:
                 job_constraint: str = "") -> list[str]:
         """The significant attributes of a cycle, from (ad, ad text) pairs."""
         if not slot_ads:
+            self.inserted_refs = frozenset()
             return []  # HTCondor: "if no startd ads, there are no sig attrs"
         # lower -> the first spelling seen, ads in order: HTCondor's References is a
         # case-insensitive set that keeps the spelling it met first.
@@ -130,7 +136,7 @@ class SignificantAttributes:
             self._by_ad_text = {t: r for t, r in self._by_ad_text.items() if t in current_texts}
         for name in self.of_policy(policy_exprs, slot_ads[0][0]) + self.of_policy([job_constraint], None):
             by_lower.setdefault(name.lower(), name)
-        return sorted((n for n in by_lower.values() if n and not is_removed(n)), key=str.lower)
+        return self._result(by_lower)
 
     def compute_views(self, views: Sequence["SlotView"], policy_exprs: Iterable[str] = (),
                       job_constraint: str = "") -> list[str]:
@@ -138,6 +144,7 @@ class SignificantAttributes:
         (same shape, same attribute names) refer to the same job attributes, so each
         such kind of ad is analysed, and parsed, once."""
         if not views:
+            self.inserted_refs = frozenset()
             return []
         by_lower: dict[str, str] = {}
         seen: set[tuple[str, ...]] = set()
@@ -157,4 +164,8 @@ class SignificantAttributes:
             self._by_view_key = {k: r for k, r in cache.items() if k in current}
         for name in self.of_policy(policy_exprs, views[0].ad) + self.of_policy([job_constraint], None):
             by_lower.setdefault(name.lower(), name)
+        return self._result(by_lower)
+
+    def _result(self, by_lower: dict[str, str]) -> list[str]:
+        self.inserted_refs = frozenset(low for low, n in by_lower.items() if n and is_removed(n))
         return sorted((n for n in by_lower.values() if n and not is_removed(n)), key=str.lower)

@@ -47,15 +47,20 @@ def cycle(slots: list[str], submitters: list[Submitter], acct: Accountant | None
     return cyc
 
 
-def run(cyc: Cycle, requests: dict[str, list[tuple[classad2.ClassAd, int]]]) -> list[tuple[str, list[Outcome], str]]:
-    """Drive every session: each submitter's schedd offers its requests in order."""
+def run(cyc: Cycle, requests: dict[str, list[tuple[classad2.ClassAd, int]]],
+        as_text: bool = False) -> list[tuple[str, list[Outcome], str]]:
+    """Drive every session: each submitter's schedd offers its requests in order (as the
+    text a schedd sends, if `as_text`)."""
     out = []
     gen = cyc.sessions()
     try:
         session = next(gen)
         while True:
             for i, (ad, count) in enumerate(requests.get(session.name, [])):
-                session.serve(f"{session.name}:{i}", classad2.ClassAd(repr(ad)), count)
+                if as_text:
+                    session.serve_text(f"{session.name}:{i}", ads.one_line(repr(ad)), count, "a request")
+                else:
+                    session.serve(f"{session.name}:{i}", classad2.ClassAd(repr(ad)), count)
             result = session.result()
             out.append((session.name, session.take_outcomes(), result))
             session = gen.send(result)
@@ -179,3 +184,29 @@ def test_a_partly_matched_request_counts_its_matches_and_its_rejection():
     got = summary(run(cyc, {"a@d": [(request("a"), 3)]}))
     assert got == [("a@d", ["slot1@h", "slot2@h", "no match found"], "resume")]   # its whole share used
     assert (cyc.counts.requests, cyc.counts.considered, cyc.counts.matches, cyc.counts.rejections) == (1, 3, 2, 1)
+
+
+def test_a_request_text_served_again_in_a_later_spin_is_read_once_and_decides_alike():
+    """The schedd sends an idle job's request again in each spin: the negotiator parses that
+    text once per cycle and submitter, and the cycle decides as it does with fresh ads."""
+    subs = [Submitter("a@d", "s:1", idle=6), Submitter("b@d", "s:1", idle=1)]
+    reqs = {"a@d": [(request("a", ac=1, cluster=1), 3), (request("a", ac=2, cluster=2), 3)],
+            "b@d": [(request("b", ac=3, cluster=3), 1)]}
+    fresh = run(cycle([slot(i) for i in range(1, 8)], subs), reqs)
+    cyc = cycle([slot(i) for i in range(1, 8)], subs)
+    read = run(cyc, reqs, as_text=True)
+    assert summary(read) == summary(fresh)
+    assert [name for name, _, _ in fresh] == ["a@d", "b@d", "a@d"]   # a negotiates again in a second spin
+    assert sum(o.match is not None for _, outcomes, _ in read for o in outcomes) == 7
+    assert len(cyc.requests_read) == 3 and cyc.counts.requests > 3
+
+
+def test_a_request_text_that_does_not_parse_fails_naming_it():
+    cyc = cycle([slot(1)], [Submitter("a@d", "s:1", idle=1)])
+    session = next(cyc.sessions())
+    try:
+        session.serve_text("r1", "[ Requirements = ( ]", 1, "resource request r1")
+    except ads.AdError as e:
+        assert "resource request r1" in str(e)
+    else:
+        raise AssertionError("a malformed request was served")

@@ -127,3 +127,26 @@ def test_a_changed_ad_is_analysed_afresh():
     s = SignificantAttributes()
     assert s.compute([pair("[ Start = TARGET.A > 0 ]")]) == ["A"]
     assert s.compute([pair("[ Start = TARGET.B > 0 ]")]) == ["B"]
+
+
+def test_inserted_refs_are_the_removed_names_something_refers_to():
+    """Not significant to a schedd (its jobs lack them), but the matchmaker must tell requests
+    apart by the negotiator's own figures that a slot or a policy looks at."""
+    s = SignificantAttributes()
+    s.compute([pair("[ Cpus = 4; Start = TARGET.Owner != \"x\" ]")])
+    assert s.inserted_refs == frozenset()
+    assert s.compute([pair("[ Cpus = 4; Start = TARGET.SubmitterUserPrio < 10 && CurrentTime > 0 ]")]) == []
+    assert s.inserted_refs == {"submitteruserprio", "currenttime"}
+    s.compute([pair("[ Cpus = 4; Start = true ]")], ["RemoteUserPrio > SubmitterUserPrio * 1.2"])
+    assert s.inserted_refs == {"remoteuserprio", "submitteruserprio"}
+    s.compute([])
+    assert s.inserted_refs == frozenset()
+
+
+def test_inserted_refs_from_views_agree_with_those_from_ads():
+    from daemons.negotiator.slotads import SlotCache
+    text = "[ Name = \"slot1@h\"; Cpus = 4; Start = TARGET.SubmitterGroupResourcesInUse < Cpus ]"
+    by_ads, by_views = SignificantAttributes(), SignificantAttributes()
+    by_ads.compute([pair(text)])
+    by_views.compute_views([SlotCache().view(text, classad2.ClassAd(text))])
+    assert by_ads.inserted_refs == by_views.inserted_refs == {"submittergroupresourcesinuse"}

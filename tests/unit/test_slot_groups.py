@@ -218,3 +218,39 @@ def test_a_requests_attributes_read_from_its_text_give_the_same_matches():
                     assert [m.slot_name for m in a] == [m.slot_name for m in b], (seed, policy)
                     assert (ra.reason if ra else None) == (rb.reason if rb else None)
             assert from_text.evaluations == from_ad.evaluations
+
+
+def _served(mm: Matchmaker, prio: float, in_use: float, count: int = 1):
+    r = request(1, 1024)
+    r["SubmitterUserPrio"], r["SubmitterUserResourcesInUse"] = prio, in_use
+    return mm.match_many(r, count)
+
+
+def test_requests_of_submitters_alike_share_results_unless_a_slot_looks_at_the_submitter():
+    """The negotiator's figures in a request (SubmitterUserPrio...) tell requests apart only
+    when some slot or policy refers to them: then each submitter's request is evaluated, and
+    gets the slots a fresh search gives it."""
+    from daemons.negotiator.significant import SignificantAttributes
+    for start, shared in (("true", True), ("TARGET.SubmitterUserPrio < 10", False)):
+        slots = [slot(f"h{i:02d}", 1, 4, 8192, start) for i in range(6)]
+        cache = SlotCache()
+        views = [cache.view(repr(s), classad2.ClassAd(repr(s))) for s in slots]
+        sig = SignificantAttributes()
+        names = sig.compute_views(views)
+        mm = Matchmaker.from_views(views, MatchPolicy(), 1000.0, cache, significant=names,
+                                   inserted_refs=sig.inserted_refs)
+        got = [_served(mm, prio, used) for prio, used in ((0.5, 0.0), (0.5, 1.0), (500.0, 2.0))]
+        assert [len(found) for found, _ in got] == ([1, 1, 1] if shared else [1, 1, 0])
+        assert mm.evaluations == (1 if shared else 2)   # the usage figure no slot reads splits nothing
+        if not shared:
+            assert got[2][1] is not None and got[2][1].reason == "no match found"
+
+
+def test_without_inserted_refs_every_negotiator_figure_tells_requests_apart():
+    slots = [slot(f"h{i:02d}", 1, 4, 8192) for i in range(4)]
+    cache = SlotCache()
+    views = [cache.view(repr(s), classad2.ClassAd(repr(s))) for s in slots]
+    mm = Matchmaker.from_views(views, MatchPolicy(), 1000.0, cache, significant=[])
+    for prio, used in ((0.5, 0.0), (0.5, 1.0)):
+        _served(mm, prio, used)
+    assert mm.evaluations == 2

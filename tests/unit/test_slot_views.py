@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import random
+import re
 
 import classad2
 
 from daemons.core import ads
 from daemons.negotiator.matchmaker import Matchmaker, MatchPolicy, symmetric_match
 from daemons.negotiator.significant import SignificantAttributes
-from daemons.negotiator.slotads import INSTANCE_ATTRS, SlotCache, is_literal_text
+from daemons.negotiator.slotads import INSTANCE_ATTR_NAMES, INSTANCE_ATTRS, SlotCache, is_literal_text, name_pattern
 
 POST = "(RemoteOwner =?= UNDEFINED) * (ifthenElse(isUndefined(KFlops), 1000, Kflops) - SlotID - 1.0e10*(Offline=?=True))"
 
@@ -159,3 +160,14 @@ def test_views_of_ads_gone_from_the_pool_are_forgotten():
         Matchmaker.from_views(views, MatchPolicy(), 1000.0, cache)
         assert len(cache._by_text) <= 2 * 200 + 100
     assert len(cache._shapes) == 1
+
+
+def test_the_factored_name_pattern_matches_exactly_the_names():
+    pattern = re.compile(name_pattern(INSTANCE_ATTR_NAMES))
+    assert all(pattern.fullmatch(n) for n in INSTANCE_ATTR_NAMES)
+    near = {n[:-1] for n in INSTANCE_ATTR_NAMES} | {n + "s" for n in INSTANCE_ATTR_NAMES} | {
+        "Remote", "Preempting", "ExpectedMachine", "Job", "", "name", "Slot"}
+    assert not [n for n in near - set(INSTANCE_ATTR_NAMES) if pattern.fullmatch(n)]
+    small = re.compile(name_pattern(["a", "ab", "abc", "b", "bcd", "bce"]))
+    assert [w for w in ("a", "ab", "abc", "abcd", "b", "bc", "bcd", "bce", "c") if small.fullmatch(w)] == [
+        "a", "ab", "abc", "b", "bcd", "bce"]
