@@ -121,3 +121,31 @@ async def test_overlapping_accountant_saves_all_land(tmp_path):
     await asyncio.gather(*saves)
     assert path.read_text() == json.dumps(d.accountant.to_state())
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+
+
+async def test_a_negotiation_cycle_pauses_cyclic_garbage_collection_and_resumes_it(tmp_path):
+    # The cycle allocates its views and candidates by the hundred thousand; collections in
+    # its middle walked them all. Paused for the cycle, resumed after it whatever its end.
+    import gc
+
+    from daemons.negotiator.daemon import NegotiatorConfig, NegotiatorDaemon
+    d = NegotiatorDaemon(_common(tmp_path), NegotiatorConfig(accountant_file=tmp_path / "acct.json"), PoolClock())
+    seen = []
+
+    async def negotiate(rec):
+        seen.append(gc.isenabled())
+        if len(seen) == 2:
+            raise RuntimeError("a cycle that fails")
+
+    d._negotiate = negotiate
+    assert gc.isenabled()
+    ok = await d.negotiation_cycle()
+    failed = await d.negotiation_cycle()
+    assert seen == [False, False] and gc.isenabled()
+    assert ok.error == "" and "a cycle that fails" in failed.error
+    gc.disable()
+    try:
+        await d.negotiation_cycle()
+        assert not gc.isenabled()   # a process that had it off keeps it off
+    finally:
+        gc.enable()
