@@ -140,7 +140,7 @@ class JobQueue:
         if entry is not None and self._idle_jobs.get(entry[1]) is job:
             self._free(entry[0], entry[1], not job.reserved)
         if self.listener is not None:
-            self.listener.job_changed(job, was)
+            self.listener.job_changed(job, was, entry)
 
     def idle_in_order(self, submitter: str) -> Iterator[Job]:
         """The submitter's idle jobs that are not reserved, in priority order. Do not change

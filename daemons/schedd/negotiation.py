@@ -79,9 +79,12 @@ class NegotiationMixin:
         return batch, session.position >= len(session.requests)
 
     def on_match(self, session: NegotiationSession, request_id: str, claim_id: str, slot_ad_text: str,
-                 consumed: dict[str, int] | None = None, where: tuple[str, str] = ("", "")) -> None:
+                 consumed: dict[str, int] | None = None, where: tuple[str, str] = ("", ""),
+                 now: float | None = None) -> None:
         """`where`: the slot's name and its startd's address, as the negotiator read them
-        (empty if it did not); the match's slot ad text is then not kept for the claim."""
+        (empty if it did not); the match's slot ad text is then not kept for the claim.
+        `now`: the pool time it arrived, if the caller read the clock for a batch of them."""
+        now = self.clock.now() if now is None else now
         req = session.by_id.get(request_id)
         session.matches += 1
         job = req.next_job() if req is not None else None
@@ -97,21 +100,22 @@ class NegotiationMixin:
             except ads.AdError:
                 return
             job = scheduling.pick_job_for_slot(self.queue.idle_in_order(session.submitter), slot_ad,
-                                               self.clock.now(), self._recycling_limits(limits))
+                                               now, self._recycling_limits(limits))
             if job is None:
                 self.log.info("match for request %s arrived, but no idle job of %s fits %s now; not used",
                               request_id, session.submitter, ads.get(slot_ad, "Name"))
                 return
         job.reserved = True
-        job.matched_at = self.clock.now()
+        job.matched_at = now
         self.counters["matches"] += 1
         self._contact(job, claim_id, slot_ad_text, session.submitter, consumed or None, limits, where=where)
 
-    def on_reject(self, session: NegotiationSession, request_id: str, reason: str) -> None:
+    def on_reject(self, session: NegotiationSession, request_id: str, reason: str,
+                  now: float | None = None) -> None:
         """Skip the rest of the autocluster this cycle; its jobs all carry the reason."""
         req = session.by_id.get(request_id)
         session.rejections += 1
         if req is None:
             return
         session.rejected.add(req.autocluster)
-        self.ac_rejections[req.autocluster] = (reason, int(self.clock.now()))
+        self.ac_rejections[req.autocluster] = (reason, int(self.clock.now() if now is None else now))

@@ -15,7 +15,7 @@ idle index instead. Either way the requests equal a rebuild's (tests/unit/test_r
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from typing import Callable
+from typing import Any, Callable
 
 from daemons.schedd.jobqueue import Job, JobQueue
 from daemons.schedd.scheduling import Request
@@ -24,6 +24,7 @@ OrderKey = tuple[int, int, int]
 Place = tuple[str, OrderKey]          # (submitter, order key) in the idle order
 # Past this many changed jobs (and a quarter of the idle jobs), rebuilding is cheaper.
 MIN_REBUILD_CHANGES = 1000
+_UNKNOWN: Any = object()   # job_changed: the caller did not work out the job's idle entry
 
 
 class _Run:
@@ -137,10 +138,12 @@ class RequestLists:
     def idle_removed(self, submitter: str, key: OrderKey, job: Job) -> None:
         self._note(job, None if job.reserved else (submitter, key))
 
-    def job_changed(self, job: Job, was_reserved: bool) -> None:
+    def job_changed(self, job: Job, was_reserved: bool, entry: Any = _UNKNOWN) -> None:
         """Its autocluster id was dropped, or it was reserved or given back; its place in the
-        idle order is the one it has now (a change of place is reported first)."""
-        entry = self.queue.idle_entry(job)
+        idle order is the one it has now (a change of place is reported first): `entry`, the
+        queue's idle_entry of it if the caller has it (every match reserves a job)."""
+        if entry is _UNKNOWN:
+            entry = self.queue.idle_entry(job)
         self._note(job, None if entry is None or was_reserved else entry)
 
     # ---- the lists ------------------------------------------------------------------------

@@ -163,13 +163,14 @@ class ScheddService(pb_grpc.ScheddServicer):
                 self.d.on_match(session, m.request_id, m.claim_id, m.slot_ad.text, dict(m.consumed),
                                 (m.slot_name, m.startd_address))
             elif kind == "outcomes":
+                now = self.d.clock.now()   # they arrived together: one reading of the clock
                 for o in msg.outcomes.outcomes:
                     if o.WhichOneof("outcome") == "match":
                         m = o.match
                         self.d.on_match(session, m.request_id, m.claim_id, m.slot_ad.text, dict(m.consumed),
-                                        (m.slot_name, m.startd_address))
+                                        (m.slot_name, m.startd_address), now)
                     else:
-                        self.d.on_reject(session, o.reject.request_id, o.reject.reason)
+                        self.d.on_reject(session, o.reject.request_id, o.reject.reason, now)
             elif kind == "reject":
                 self.d.on_reject(session, msg.reject.request_id, msg.reject.reason)
             elif kind == "end":
