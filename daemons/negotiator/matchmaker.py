@@ -465,9 +465,8 @@ class Matchmaker:
         """What a slot or a policy can see of a request: the texts of its significant
         attributes, of its Requirements, Rank and ConcurrencyLimits, of what the negotiator
         added (Submitter*) that a slot or a policy refers to, and of every attribute of its
-        own these refer to. (Texts as
-        written or as classad2 prints them: a key of a cache, where a different spelling of
-        one expression costs only a miss.)"""
+        own these refer to. (Texts as written or as classad2 prints them: a key of a cache,
+        where a different spelling of one expression costs only a miss.)"""
         if self.significant is None:
             return None
         if items is not None:

@@ -50,7 +50,6 @@ INSTANCE_ATTRS = frozenset(a.lower() for a in INSTANCE_ATTR_NAMES)
 _CURRENT_TIME = "currenttime"
 
 
-
 def name_pattern(names: Sequence[str]) -> str:
     """A regular expression matching exactly `names`, factored by common prefixes: re tries a
     plain alternation's words one by one at every position, a factored one fails at the
