@@ -36,7 +36,7 @@ from daemons.negotiator.accountant import Accountant
 from daemons.negotiator.candidates import NO_PREEMPTION, SUBMITTER_LIMIT, Match, Rejection
 from daemons.negotiator.fairshare import submitter_limits
 from daemons.negotiator.matchmaker import Matchmaker, SpinLimits
-from daemons.negotiator.slotads import string_value
+from daemons.negotiator.slotads import EVALUATE, literal_value
 
 DONE, RESUME, ERROR = "done", "resume", "error"
 
@@ -260,11 +260,9 @@ class _Request:
             text = items.get(name.lower())
             if text is None:
                 return default
-            if text.isdigit() and text.isascii() and (text[0] != "0" or text == "0"):
-                return int(text)   # a decimal literal (a leading 0 may be read otherwise)
-            s = string_value(text)
-            if s is not None:
-                return s
+            value = literal_value(text)
+            if value is not EVALUATE:
+                return value
         return ads.get(self.ad, name, default)
 
 

@@ -162,7 +162,7 @@ class SlotView:
         got = shape.got.get(name, _MISSING)
         if got is _MISSING:
             t = shape.values.get(name.lower())
-            got = shape.got[name] = _NOT_IN_SHAPE if t is None else _literal_value(t)
+            got = shape.got[name] = _NOT_IN_SHAPE if t is None else literal_value(t)
         if got is _NOT_IN_SHAPE:
             index = self._index
             if index is None:
@@ -170,8 +170,8 @@ class SlotView:
             i = index.get(name.lower(), -1)
             if i < 0:
                 return default if self._ad is None or name not in self._ad else ads.get(self._ad, name, default)
-            got = _literal_value(self.values[i])
-        if got is _EVALUATE:
+            got = literal_value(self.values[i])
+        if got is EVALUATE:
             return ads.get(self.ad, name, default)
         return got
 
@@ -199,7 +199,7 @@ class SlotView:
 
 _MISSING = object()
 _NOT_IN_SHAPE = object()
-_EVALUATE = object()
+EVALUATE = object()   # literal_value: not a plain literal, the ad must evaluate it
 # Instance attribute names (as a view holds them) -> lower-cased name -> first position: an
 # attribute asked for in another spelling, or missing (a dynamic slot's PartitionableSlot,
 # asked of every claimed slot every cycle), costs a look-up, not a scan.
@@ -218,8 +218,8 @@ def _lower_index(names: tuple[str, ...]) -> dict[str, int]:
     return index
 
 
-def _literal_value(text: str) -> Any:
-    """The Python value ads.get gives for a literal text, or _EVALUATE if the ad must evaluate it."""
+def literal_value(text: str) -> Any:
+    """The Python value ads.get gives for a literal text, or EVALUATE if the ad must evaluate it."""
     s = string_value(text)
     if s is not None:
         return s
@@ -227,9 +227,9 @@ def _literal_value(text: str) -> Any:
         return True
     if text == "false":
         return False
-    if text.isdigit():
+    if text.isdigit() and text.isascii():   # (other scripts' digits are str.isdigit too)
         return int(text)
-    return _EVALUATE
+    return EVALUATE
 
 
 def referenced_positions(instance_attrs: frozenset[str]) -> Callable[[tuple[str, ...]], tuple[int, ...]]:
