@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from daemons.core.rpc import Channels, call_with_retry
 from daemons.pb.htcpool import collector_pb2 as pb
@@ -119,15 +119,22 @@ class CollectorClient:
         return invalidated
 
     async def query(self, my_type: str, constraint: str = "", projection: Sequence[str] = (),
-                    include_private: bool = False, give_up_after_s: float | None = 10.0) -> list[str]:
-        """Texts of the matching ads."""
+                    include_private: bool = False, give_up_after_s: float | None = 10.0,
+                    each: Callable[[str], Any] | None = None) -> list:
+        """Texts of the matching ads; with `each`, what it makes of each text, made as each
+        chunk of the answer arrives: the caller's work on one chunk overlaps the collector's
+        printing of the next (a negotiator's 50,000 slot ads: the query and their reading
+        no longer one after the other). A query that is retried starts its list afresh."""
         req = pb.QueryAdsRequest(my_type=my_type, constraint=constraint,
                                  projection=list(projection), include_private=include_private)
 
-        async def run() -> list[str]:
-            out: list[str] = []
+        async def run() -> list:
+            out: list = []
             async for chunk in self._stub().QueryAds(req, timeout=QUERY_TIMEOUT_S):
-                out.extend(a.text for a in chunk.ads)
+                if each is None:
+                    out.extend(a.text for a in chunk.ads)
+                else:
+                    out.extend([each(a.text) for a in chunk.ads])
             return out
 
         return await call_with_retry(f"query of {my_type} ads at {self.where}",

@@ -41,6 +41,7 @@ from daemons.negotiator.cycle import Cycle, Submitter
 from daemons.negotiator.matchmaker import Matchmaker, SlotCache
 from daemons.negotiator.preemption import Preemption
 from daemons.negotiator.significant import SignificantAttributes
+from daemons.negotiator.slotads import SlotView
 from daemons.negotiator.sessions import SessionsMixin
 from daemons.pb.htcpool import negotiator_pb2_grpc
 
@@ -270,16 +271,17 @@ class NegotiatorDaemon(SessionsMixin, Daemon):
         log = self.log
         log.info("Phase 1:  Obtaining ads from collector ...")
         phase = _Phases(rec.phases)
-        slot_texts, submitter_texts = await asyncio.gather(
+        # One cheap pass per slot ad, as the answer's chunks arrive (the collector prints the
+        # next chunk meanwhile): the ClassAd library parses an ad only when it is evaluated.
+        # The "query" phase includes that pass.
+        views, submitter_texts = await asyncio.gather(
             self.collector.query("Machine", constraint=self.cfg.slot_constraint, include_private=True,
-                                 give_up_after_s=5.0),
+                                 give_up_after_s=5.0, each=self._view_slot),
             self.collector.query("Submitter", give_up_after_s=5.0))
         phase("query")
-        # One cheap pass per ad: the ClassAd library parses an ad only when it is evaluated.
-        views = [self._slot_cache.view(t, parse=self._parse_slot) for t in slot_texts]
         submitters = self._submitters(submitter_texts)
         rec.slots, rec.submitters = len(views), len(submitters)
-        log.info("Got ads: %d public and %d private", len(slot_texts) + len(submitter_texts), len(slot_texts))
+        log.info("Got ads: %d public and %d private", len(views) + len(submitter_texts), len(views))
         log.info("Public ads include %d submitter, %d startd", len(submitters), len(views))
         phase("parse")
 
@@ -376,6 +378,9 @@ class NegotiatorDaemon(SessionsMixin, Daemon):
     @staticmethod
     def _parse_slot(text: str):
         return ads.parse_ad(text, "slot ad")
+
+    def _view_slot(self, text: str) -> SlotView:
+        return self._slot_cache.view(text, parse=self._parse_slot)
 
     # ---- userprio -------------------------------------------------------------------------------
     def userprio(self, all_users: bool = False) -> tuple[float, list[dict[str, Any]]]:

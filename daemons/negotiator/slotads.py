@@ -327,17 +327,26 @@ class SlotCache:
                    parse: Callable[[str], classad2.ClassAd]) -> SlotView | None:
         if not (text.startswith("[ ") and text.endswith(" ]")) or "\\" in text or "'" in text:
             return None
-        body = "; " + text[2:-2]
-        # Every ';' must separate attributes: none may sit inside a string literal
-        # (without escapes, the odd pieces between quotes are the strings' insides).
-        if ";" in "".join(body.split('"')[1::2]):
-            return None
-        parts = _INSTANCE_ITEM.split(body)
+        parts = _INSTANCE_ITEM.split("; " + text[2:-2])
         shape_text = "".join(parts[0::3])
         names = tuple(parts[1::3])
         values = tuple(parts[2::3])
+        # Every cut must fall between attributes, never inside a string literal (without
+        # escapes, the odd pieces between quotes are the strings' insides). Checked in two
+        # halves: each cut-out value holds an even number of quotes (its strings whole:
+        # no value separator sits in an odd piece, and the count is even), so a character
+        # of the shape's text is inside a string here exactly when it is in the shape's
+        # text alone; and the shape's text, once when the shape is learnt, has no ';'
+        # inside a string and an even number of quotes. A cut inside a string would leave
+        # such a ';' (or an odd count) in the shape's text.
+        pieces = "\x00".join(values).split('"')
+        if not len(pieces) & 1 or "\x00" in "".join(pieces[1::2]):
+            return None
         shape = self._shapes.get(shape_text)
         if shape is None:
+            shape_pieces = shape_text.split('"')
+            if not len(shape_pieces) & 1 or ";" in "".join(shape_pieces[1::2]):
+                return None
             ad = ad if ad is not None else parse(text)
             items = ads.ad_items(ad, text)
             removed = set(names)
@@ -351,7 +360,7 @@ class SlotCache:
         exprs: tuple[tuple[str, str], ...] = ()
         # Instance values are nearly always string or integer literals: then, outside the
         # quotes, nothing is left but digits, minus signs and separators.
-        if "".join("\x00".join(values).split('"')[0::2]).strip("0123456789-\x00"):
+        if "".join(pieces[0::2]).strip("0123456789-\x00"):
             found = []
             for n, t in zip(names, values):
                 if not is_literal_text(t):

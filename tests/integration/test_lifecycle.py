@@ -149,3 +149,27 @@ async def test_a_negotiation_cycle_pauses_cyclic_garbage_collection_and_resumes_
         assert not gc.isenabled()   # a process that had it off keeps it off
     finally:
         gc.enable()
+
+
+async def test_a_query_read_as_it_arrives_gives_what_the_plain_query_gives(tmp_path):
+    """CollectorClient.query(each=...): every ad of a multi-chunk answer made into
+    something as its chunk arrives (the negotiator reads its slot ads so), in order."""
+    d = CollectorDaemon(_common(tmp_path), CollectorConfig(), PoolClock())
+    await d.start()
+    try:
+        async with PoolClient(d.address) as c:
+            n = 2500   # three of the collector's chunks of 1,000
+            await c.collector.update(f'[ MyType = "Machine"; Name = "slot1@m{i:04d}"; Machine = "m{i:04d}"; '
+                                     f'Cpus = {i % 7} ]' for i in range(n))
+            plain = await c.collector.query("Machine")
+            seen: list[str] = []
+
+            def each(text: str) -> tuple[int, str]:
+                seen.append(text)
+                return len(seen), text
+
+            made = await c.collector.query("Machine", each=each)
+            assert len(plain) == n
+            assert made == list(enumerate(plain, 1))
+    finally:
+        await d.close()

@@ -171,3 +171,25 @@ def test_the_factored_name_pattern_matches_exactly_the_names():
     small = re.compile(name_pattern(["a", "ab", "abc", "b", "bcd", "bce"]))
     assert [w for w in ("a", "ab", "abc", "abcd", "b", "bc", "bcd", "bce", "c") if small.fullmatch(w)] == [
         "a", "ab", "abc", "b", "bcd", "bce"]
+
+
+def test_strings_holding_cut_like_text_read_as_the_library_reads_them():
+    """Strings anywhere (instance or shape attributes) that hold ';', '; Name = ' and the
+    like: each view's attributes are the ad's, whichever way the cache reads it, and
+    plain ads still take the cheap way."""
+    rng = random.Random(11)
+    bits = ["; Name = ", ";", "; SlotID = 7", " = ", "x", "Machine", "; ClaimId = \"", "q"]
+    cache = SlotCache()
+    fast = 0
+    for i in range(300):
+        extra = {}
+        for attr in rng.sample(["Note", "Name", "Machine", "ClaimId", "Other"], rng.randint(0, 2)):
+            extra[attr] = "".join(rng.choice(bits) for _ in range(rng.randint(1, 4)))
+        text = slot_text(f"h{i}", i % 4 + 1, **extra)
+        ad = classad2.ClassAd(text)
+        v = cache.view(text, None, classad2.ClassAd)
+        fast += not v.parsed
+        assert v.items == tuple(sorted((k.lower(), t) for k, t in ads.ad_items(ad, text) if k != "CurrentTime"))
+        for attr in ("Name", "Machine", "ClaimId", "Note", "Other", "SlotID", "Cpus", "Start"):
+            assert v.get(attr) == ads.get(ad, attr), (attr, text)
+    assert fast > 50    # the plain ads of a known shape were not parsed
