@@ -24,6 +24,9 @@ class NegotiationSession:
     rejections: int = 0
     by_id: dict[str, Request] = field(default_factory=dict)
     rejected: set[int] = field(default_factory=set)   # autoclusters skipped for the rest of the cycle
+    # Each request's ConcurrencyLimits, read at its first match: the ones the negotiator
+    # counted its matches against (a request of 1,000 jobs is not evaluated 1,000 times).
+    limits: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.by_id = {r.request_id: r for r in self.requests}
@@ -89,8 +92,11 @@ class NegotiationMixin:
         session.matches += 1
         job = req.next_job() if req is not None else None
         # The negotiator counted this match against the request's concurrency limits.
-        limits = scheduling.concurrency_limits(req.job.classad()) if req is not None else ""
+        limits = ""
         if req is not None:
+            limits = session.limits.get(request_id)
+            if limits is None:
+                limits = session.limits[request_id] = scheduling.concurrency_limits(req.job.classad())
             self.ac_rejections.pop(req.autocluster, None)
         if job is None:
             # The job started meanwhile (on a leftover or a reused claim): the match is
