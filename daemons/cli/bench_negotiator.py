@@ -37,6 +37,10 @@ startd holds per slot is largest when the slot is busy). `startd_bytes_per_slot`
 startd processes' peaks summed, over the slot count; `startd_pss_mb` adds each startd's
 proportional set size then (the pages of the interpreter and libraries that the
 processes share counted once between them), for information.
+
+`--repeat N`: each size is measured N times, each time on a fresh pool, because a small
+shared machine's speed moves from run to run by more than most changes to the code;
+the size's row is the median run (median_run) and every run is listed too.
 """
 from __future__ import annotations
 
@@ -75,6 +79,8 @@ CLAIMS_STALL_S = 15.0                # no more busy slots for this long: the cla
 CLAIMS_POLL_S = 5.0                  # (each poll is a query of every slot ad at the collector)
 CLAIMS_TIMEOUT_S = 600.0             # at least; longer for more matches:
 CLAIMS_MIN_PER_S = 50.0              # (the schedd claims about 150 a second on 2 cores)
+MAX_REPEAT = 20
+REPEAT_FIGURES = ("reschedule_to_record_s", "cycle_s", "negotiator_cpu_s")   # listed per run with --repeat
 PHASES = ("query", "parse", "accounting", "significant", "group", "prefetch", "negotiate",
           "session_write", "session_read", "session_serve")   # the cycle record's
 
@@ -280,7 +286,10 @@ async def _run_size(slots: int, args: argparse.Namespace, state: Path, emit: Cal
             pids = {k: d.pid for k, d in {**core.daemons, **startds.daemons}.items()}
             profiler = None
             if getattr(args, "profile", None):
-                profiler = Profiler(Path(args.profile) / str(real_slots), pids)
+                prof_dir = Path(args.profile) / str(real_slots)
+                if getattr(args, "run", 0):
+                    prof_dir = prof_dir / f"run{args.run}"
+                profiler = Profiler(prof_dir, pids)
                 await asyncio.to_thread(profiler.start)
             cpu0 = {k: cpu_seconds(p) for k, p in pids.items()}
             cycle = await c.reschedule()
@@ -461,6 +470,44 @@ def _table(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _one_run(slots: int, args: argparse.Namespace, state: Path, emit: Callable[[str], None]) -> dict[str, Any]:
+    """One measured cycle on a fresh pool of `slots` slots: its row, or {"slots", "error"}."""
+    try:
+        row = asyncio.run(_run_size(slots, args, state, emit))
+    except (BenchFailed, PoolError, ConfigError, TimeoutError) as e:
+        row = {"slots": slots, "error": str(e)}
+    except Exception as e:  # an RPC failure, most likely: say what, keep the traceback out of the table
+        row = {"slots": slots, "error": f"{type(e).__name__}: {e}"}
+    problems = row.pop("_problems", None)
+    if problems is None:
+        problems = _problems(state)
+    if problems:
+        emit("    warnings and errors in the daemons' logs:")
+        for line in log_problem_lines(problems, indent="      "):
+            emit(line)
+        row["log_problems"] = {name: n for name, (n, _) in problems.items()}
+    if "error" not in row:
+        emit(f"    cycle {row['cycle']}: {row['cycle_s']:.3f} s wall, {row['negotiator_cpu_s']:.3f} s negotiator "
+             f"CPU, {row['matches']} matches")
+    return row
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A size's row from its runs: the run whose Reschedule to record is the median (of an even
+    number, the slower of the middle two), every figure its own, plus `repeats`: how many
+    runs, and every run's cycle times and negotiator CPU, sorted. A failed run makes the
+    size's row that failure. One run is its own row."""
+    if len(runs) == 1:
+        return runs[0]
+    failed = next((r for r in runs if "error" in r), None)
+    if failed is not None:
+        return failed
+    ordered = sorted(runs, key=lambda r: r["reschedule_to_record_s"])
+    row = dict(ordered[len(ordered) // 2])
+    row["repeats"] = {"runs": len(runs), **{k: sorted(r[k] for r in runs) for k in REPEAT_FIGURES}}
+    return row
+
+
 def bench_negotiator(args: argparse.Namespace) -> int:
     try:
         sizes = _parse_sizes(args.sizes)
@@ -473,6 +520,10 @@ def bench_negotiator(args: argparse.Namespace) -> int:
         print("htcpool bench negotiator: need 1 <= --submitters <= 128, --submitters <= --autoclusters <= "
               "32 x --submitters and --jobs >= --autoclusters", file=sys.stderr)
         return 2
+    repeat = getattr(args, "repeat", 1)
+    if not 1 <= repeat <= MAX_REPEAT:
+        print(f"htcpool bench negotiator: --repeat must be from 1 to {MAX_REPEAT}", file=sys.stderr)
+        return 2
     keep = os.environ.get(KEEP_ENV, "") not in ("", "0")
     root = Path(tempfile.mkdtemp(prefix="htcpool-bench-negotiator-"))
 
@@ -481,41 +532,43 @@ def bench_negotiator(args: argparse.Namespace) -> int:
 
     kinds = job_kinds(args.jobs, args.submitters, args.autoclusters)
     emit(f"htcpool bench negotiator: {args.jobs} idle jobs from {args.submitters} submitters in "
-         f"{len(kinds)} autoclusters; pools of {', '.join(str(s) for s in sizes)} slots; state in {root}"
+         f"{len(kinds)} autoclusters; pools of {', '.join(str(s) for s in sizes)} slots"
+         f"{f', {repeat} runs each' if repeat > 1 else ''}; state in {root}"
          f"{'' if keep else f' (set {KEEP_ENV}=1 to keep it)'}")
     rows: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
     failed = False
     for i, slots in enumerate(sizes, 1):
-        state = root / f"{i}-slots{slots}"
-        state.mkdir(parents=True)
-        try:
-            row = asyncio.run(_run_size(slots, args, state, emit))
-        except (BenchFailed, PoolError, ConfigError, TimeoutError) as e:
-            row, failed = {"slots": slots, "error": str(e)}, True
-        except Exception as e:  # an RPC failure, most likely: say what, keep the traceback out of the table
-            row, failed = {"slots": slots, "error": f"{type(e).__name__}: {e}"}, True
-        problems = row.pop("_problems", None)
-        if problems is None:
-            problems = _problems(state)
-        if problems:
-            emit("    warnings and errors in the daemons' logs:")
-            for line in log_problem_lines(problems, indent="      "):
-                emit(line)
-            row["log_problems"] = {name: n for name, (n, _) in problems.items()}
-        if "error" not in row:
-            emit(f"    cycle {row['cycle']}: {row['cycle_s']:.3f} s wall, {row['negotiator_cpu_s']:.3f} s negotiator "
-                 f"CPU, {row['matches']} matches")
-        rows.append(row)
+        size_runs = []
+        for k in range(1, repeat + 1):
+            state = root / (f"{i}-slots{slots}" + (f"-run{k}" if repeat > 1 else ""))
+            state.mkdir(parents=True)
+            if repeat > 1:
+                emit(f"  run {k} of {repeat}:")
+            row = _one_run(slots, argparse.Namespace(**{**vars(args), "run": k if repeat > 1 else 0}), state, emit)
+            failed = failed or "error" in row
+            size_runs.append(row)
+        runs.extend(size_runs)
+        rows.append(median_run(size_runs))
     if not keep:
         shutil.rmtree(root, ignore_errors=True)
     emit("")
     emit(f"negotiation cycle against pool size ({args.jobs} idle jobs, {args.submitters} submitters, "
          f"{len(kinds)} autoclusters; {os.cpu_count()} cores):")
-    for line in _table(rows):
+    for line in _table(runs):
         emit(line)
+    if repeat > 1:
+        emit(f"  the median of {repeat} runs per size (Reschedule to record, s; the run `--json` gives as the "
+             f"size's row):")
+        for r in rows:
+            if "repeats" in r:
+                t = r["repeats"]["reschedule_to_record_s"]
+                emit(f"  {r['slots']:>7} median {r['reschedule_to_record_s']:.3f} (min {t[0]:.3f}, max {t[-1]:.3f})")
     if args.json:
-        print(json.dumps({"jobs": args.jobs, "submitters": args.submitters, "autoclusters": len(kinds),
-                          "rows": rows}))
+        result = {"jobs": args.jobs, "submitters": args.submitters, "autoclusters": len(kinds), "rows": rows}
+        if repeat > 1:
+            result["runs"] = runs
+        print(json.dumps(result))
     if failed:
         print("htcpool bench negotiator: FAILED for some sizes (see the table)", file=sys.stderr)
         return 1

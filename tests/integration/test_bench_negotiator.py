@@ -9,11 +9,17 @@ from .conftest import htcpool
 def test_bench_negotiator_tiny(tmp_path):
     prof = tmp_path / "prof"
     r = htcpool("bench", "negotiator", "--sizes", "50", "--jobs", "500", "--submitters", "20",
-                "--autoclusters", "40", "--profile", str(prof), "--json", timeout=180)
+                "--autoclusters", "40", "--profile", str(prof), "--repeat", "2", "--json", timeout=300)
     assert r.returncode == 0, r.stderr + r.stdout
     result = json.loads(r.stdout.strip().splitlines()[-1])
     assert (result["jobs"], result["submitters"], result["autoclusters"]) == (500, 20, 40)
     (row,) = result["rows"]
+    # --repeat 2: two runs on fresh pools; the size's row is the slower (the median of two).
+    assert len(result["runs"]) == 2 and row["repeats"]["runs"] == 2
+    times = sorted(run["reschedule_to_record_s"] for run in result["runs"])
+    assert row["repeats"]["reschedule_to_record_s"] == times and row["reschedule_to_record_s"] == times[1]
+    assert {k: v for k, v in row.items() if k != "repeats"} in result["runs"]
+    assert "the median of 2 runs per size" in r.stdout
     assert row["slots"] == 56   # 50 rounded up to whole machines of 8 slots
     assert row["matches"] > 0 and row["cycle_s"] > 0 and row["matches_per_s"] > 0
     assert row["negotiator_cpu_s"] > 0
@@ -43,7 +49,8 @@ def test_bench_negotiator_tiny(tmp_path):
     assert "B per slot ad" in r.stdout and result["bench"] == "negotiator"
     # --profile: py-spy sampled every daemon through the measured cycle.
     assert "profiles of the cycle" in r.stdout
-    assert {p.name for p in (prof / "56").glob("*.top.txt")} >= {"negotiator.top.txt", "schedd.top.txt"}
+    for run in ("run1", "run2"):
+        assert {p.name for p in (prof / "56" / run).glob("*.top.txt")} >= {"negotiator.top.txt", "schedd.top.txt"}
 
 
 def test_bench_negotiator_refuses_bad_sizes():
@@ -51,3 +58,5 @@ def test_bench_negotiator_refuses_bad_sizes():
     assert r.returncode == 2 and "--sizes" in r.stderr
     r = htcpool("bench", "negotiator", "--jobs", "10", "--autoclusters", "50")
     assert r.returncode == 2 and "--jobs >= --autoclusters" in r.stderr
+    r = htcpool("bench", "negotiator", "--repeat", "0")
+    assert r.returncode == 2 and "--repeat" in r.stderr

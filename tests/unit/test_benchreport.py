@@ -107,3 +107,17 @@ def test_run_adds_goals_baseline_and_keeps_json_last(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "{" not in out and "against issue 14's goals" in out
     assert Args.json is False
+
+
+def test_bench_negotiator_reports_the_median_run_of_repeats():
+    from daemons.cli.bench_negotiator import median_run
+    runs = [{"slots": 1000, "reschedule_to_record_s": t, "cycle_s": t - 0.001, "negotiator_cpu_s": c, "matches": m}
+            for t, c, m in ((0.9, 0.7, 1), (0.5, 0.4, 2), (0.6, 0.5, 3), (0.7, 0.6, 4))]
+    row = median_run(runs)
+    # Of four, the slower of the middle two; every figure that run's own.
+    assert (row["reschedule_to_record_s"], row["negotiator_cpu_s"], row["matches"]) == (0.7, 0.6, 4)
+    assert row["repeats"] == {"runs": 4, "reschedule_to_record_s": [0.5, 0.6, 0.7, 0.9],
+                              "cycle_s": [0.499, 0.599, 0.699, 0.899], "negotiator_cpu_s": [0.4, 0.5, 0.6, 0.7]}
+    assert median_run(runs[:3])["matches"] == 3 and "repeats" not in median_run(runs[:1])
+    failed = {"slots": 1000, "error": "the pool did not start"}
+    assert median_run([runs[0], failed]) == failed

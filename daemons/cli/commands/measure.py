@@ -33,7 +33,10 @@ def register(sub) -> None:
     b.add_argument("--autoclusters", type=int, default=500, help="job kinds, one autocluster each (default 500)")
     b.add_argument("--profile", metavar="DIR",
                    help="sample every daemon with py-spy during the measured cycle; collapsed stacks and top "
-                        "functions into DIR/<slots>")
+                        "functions into DIR/<slots> (with --repeat, DIR/<slots>/run<K>)")
+    b.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="measure each size N times, each on a fresh pool, and report the median run "
+                        "(default 1; at most 20)")
     b = benches.add_parser("security", parents=[common],
                            help="the cost of authentication per RPC: without a token, with one, with TLS")
     b.add_argument("--calls", type=int, default=2000, help="RPCs per measurement (default 2,000)")
