@@ -60,7 +60,8 @@ from typing import Any, Callable
 
 import grpc
 
-from daemons.cli.benchkit import BenchFailed, KEEP_ENV, cpu_seconds, log_problem_lines, log_problems, status_page
+from daemons.cli.benchkit import (MAX_REPEAT, BenchFailed, KEEP_ENV, cpu_seconds, log_problem_lines, log_problems,
+                                   median_of_runs, status_page)
 from daemons.cli.client import PoolClient, wait_for
 from daemons.cli.pool import LocalPool, PoolError, StartdSpec
 from daemons.cli.procs import peak_rss_mb, pss_mb
@@ -79,7 +80,6 @@ CLAIMS_STALL_S = 15.0                # no more busy slots for this long: the cla
 CLAIMS_POLL_S = 5.0                  # (each poll is a query of every slot ad at the collector)
 CLAIMS_TIMEOUT_S = 600.0             # at least; longer for more matches:
 CLAIMS_MIN_PER_S = 50.0              # (the schedd claims about 150 a second on 2 cores)
-MAX_REPEAT = 20
 REPEAT_FIGURES = ("reschedule_to_record_s", "cycle_s", "negotiator_cpu_s")   # listed per run with --repeat
 PHASES = ("query", "parse", "accounting", "significant", "group", "prefetch", "negotiate",
           "session_write", "session_read", "session_serve")   # the cycle record's
@@ -502,8 +502,7 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     failed = next((r for r in runs if "error" in r), None)
     if failed is not None:
         return failed
-    ordered = sorted(runs, key=lambda r: r["reschedule_to_record_s"])
-    row = dict(ordered[len(ordered) // 2])
+    row = dict(median_of_runs(runs, "reschedule_to_record_s"))
     row["repeats"] = {"runs": len(runs), **{k: sorted(r[k] for r in runs) for k in REPEAT_FIGURES}}
     return row
 

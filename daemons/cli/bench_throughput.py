@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from daemons.cli import lagreport
-from daemons.cli.benchkit import (KEEP_ENV, BenchFailed, daemon_cpu, log_problem_lines, log_problems,
-                                  pool_time, status_page, time_calls)
+from daemons.cli.benchkit import (KEEP_ENV, MAX_REPEAT, BenchFailed, daemon_cpu, log_problem_lines, log_problems,
+                                  median_of_runs, pool_time, status_page, time_calls)
 from daemons.cli.client import PoolClient, wait_for
 from daemons.cli.pool import LocalPool, PoolError
 from daemons.cli.procs import peak_rss_mb
@@ -354,21 +354,14 @@ def _table(r: dict[str, Any]) -> list[str]:
     return lines
 
 
-def bench_throughput(args: argparse.Namespace) -> int:
-    for name in ("jobs", "machines", "cpus"):
-        if getattr(args, name) < 1:
-            print(f"htcpool bench throughput: --{name} must be at least 1", file=sys.stderr)
-            return 2
+def _one_run(args: argparse.Namespace, emit: Callable[[str], None], label: str = "") -> dict[str, Any] | None:
+    """One run on a fresh pool: its result, or None if it failed (said on stderr)."""
     keep = os.environ.get(KEEP_ENV, "") not in ("", "0")
     state = Path(tempfile.mkdtemp(prefix="htcpool-bench-"))
     config = state / "condor_config"
     config.write_text(THROUGHPUT_CONFIG.format(machines=args.machines, cpus=args.cpus, time_scale=TIME_SCALE,
                                                interval=NEGOTIATOR_INTERVAL_S))
-
-    def emit(line: str) -> None:
-        print(line, flush=True)
-
-    emit(f"htcpool bench throughput: state in {state}{'' if keep else f' (set {KEEP_ENV}=1 to keep it)'}")
+    emit(f"htcpool bench throughput{label}: state in {state}{'' if keep else f' (set {KEEP_ENV}=1 to keep it)'}")
     pool = LocalPool(state / "pool", config, machines=args.machines)
     result: dict[str, Any] | None = None
     failure = ""
@@ -398,15 +391,53 @@ def bench_throughput(args: argparse.Namespace) -> int:
         print(f"htcpool bench throughput: FAILED: {failure or 'no result'}", file=sys.stderr)
         if not keep:
             print(f"  (set {KEEP_ENV}=1 to keep the state directory and the daemons' logs)", file=sys.stderr)
-        return 1
+        return None
     result["log_problems"] = {name: n for name, (n, _) in problems.items()}
+    return result
+
+
+def bench_throughput(args: argparse.Namespace) -> int:
+    for name in ("jobs", "machines", "cpus"):
+        if getattr(args, name) < 1:
+            print(f"htcpool bench throughput: --{name} must be at least 1", file=sys.stderr)
+            return 2
+    repeat = getattr(args, "repeat", 1)
+    if not 1 <= repeat <= MAX_REPEAT:
+        print(f"htcpool bench throughput: --repeat must be from 1 to {MAX_REPEAT}", file=sys.stderr)
+        return 2
+
+    def emit(line: str) -> None:
+        print(line, flush=True)
+
+    runs: list[dict[str, Any]] = []
+    for k in range(1, repeat + 1):
+        run_args = args
+        if repeat > 1 and getattr(args, "profile", None):
+            run_args = argparse.Namespace(**{**vars(args), "profile": str(Path(args.profile) / f"run{k}")})
+        result = _one_run(run_args, emit, f" (run {k} of {repeat})" if repeat > 1 else "")
+        if result is None:
+            return 1
+        if repeat > 1:
+            emit(f"run {k} of {repeat}: {result['jobs_per_s']:.1f} jobs/s, {result['wall_s']:.2f} s"
+                 f"{' (LAGGED)' if result.get('lagged') else ''}")
+        runs.append(result)
+    result = median_of_runs(runs, "jobs_per_s", higher_is_better=True)
     emit("")
     for line in _table(result):
         emit(line)
+    if repeat > 1:
+        rates = sorted(r["jobs_per_s"] for r in runs)
+        emit(f"the median of {repeat} runs (the run above): {result['jobs_per_s']:.1f} jobs/s "
+             f"(min {rates[0]:.1f}, max {rates[-1]:.1f}); {sum(bool(r.get('lagged')) for r in runs)} lagged")
     if args.json:
         keys = ("jobs", "machines", "cpus", "wall_s", "jobs_per_s", "cycles", "matches", "peak_rss_mb",
                 "ad_update_ms", "ad_update_p50_ms", "query_1000_ms", "time_scale")
         out = {k: result[k] for k in keys}
         out.update({k: v for k, v in result.items() if k not in out})
+        if repeat > 1:
+            out["repeats"] = {"runs": repeat, "jobs_per_s": sorted(r["jobs_per_s"] for r in runs),
+                              "wall_s": sorted(r["wall_s"] for r in runs),
+                              "lagged": sum(bool(r.get("lagged")) for r in runs)}
+            out["runs"] = runs
         print(json.dumps(out))
     return 0

@@ -16,6 +16,7 @@ from typing import Any, Callable
 from daemons.cli.pool import LocalPool
 
 KEEP_ENV = "HTCPOOL_BENCH_KEEP"
+MAX_REPEAT = 20          # --repeat N: at most this many runs of a bench's measurement
 
 
 # ---- process figures from /proc ------------------------------------------------------
@@ -99,3 +100,10 @@ def pool_time(pool: LocalPool, scale: float, wall: float | None = None) -> float
 
 class BenchFailed(RuntimeError):
     pass
+
+
+def median_of_runs(runs: list[dict[str, Any]], figure: str, *, higher_is_better: bool = False) -> dict[str, Any]:
+    """The run whose `figure` is the median of the runs' (--repeat); of an even number of
+    runs, the worse of the middle two, so that repeating never flatters a figure."""
+    ordered = sorted(runs, key=lambda r: r[figure])
+    return ordered[(len(ordered) - 1) // 2 if higher_is_better else len(ordered) // 2]

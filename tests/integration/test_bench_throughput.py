@@ -39,3 +39,20 @@ def test_bench_throughput_reports_lag_and_profiles_every_daemon(tmp_path):
         top = (prof / f"{key}.top.txt").read_text()
         assert top.startswith(f"{key}: ") and " samples at " in top, top
         assert (prof / f"{key}.folded").stat().st_size > 0
+
+
+def test_bench_throughput_repeat_reports_the_median_run():
+    """--repeat 2: two runs on fresh pools, every job of each completed once; the result is
+    the slower run (the median of two), with every run listed."""
+    r = htcpool("bench", "throughput", "--jobs", "20", "--machines", "2", "--repeat", "2", "--json", timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert len(out["runs"]) == 2 and all(run["schedd_counters"]["jobs_completed"] == 20 for run in out["runs"])
+    rates = sorted(run["jobs_per_s"] for run in out["runs"])
+    assert out["repeats"]["runs"] == 2 and out["repeats"]["jobs_per_s"] == rates
+    assert out["jobs_per_s"] == rates[0]
+    (slower,) = [run for run in out["runs"] if run["jobs_per_s"] == rates[0]][:1]
+    assert all(out[k] == slower[k] for k in ("wall_s", "cycles", "matches", "schedd_counters", "cpu_s"))
+    assert "the median of 2 runs" in r.stdout
+    bad = htcpool("bench", "throughput", "--repeat", "21")
+    assert bad.returncode == 2 and "--repeat" in bad.stderr

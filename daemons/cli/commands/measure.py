@@ -21,7 +21,9 @@ def register(sub) -> None:
     b.add_argument("--cpus", type=int, default=8)
     b.add_argument("--profile", metavar="DIR",
                    help="sample every daemon with py-spy while the jobs run; collapsed stacks and top "
-                        "functions into DIR")
+                        "functions into DIR (with --repeat, DIR/run<K>)")
+    b.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="run N times, each on a fresh pool, and report the median run (default 1; at most 20)")
     b = benches.add_parser("autocluster", parents=[common], help="schedd autocluster ids: jobs/s and re-clustering cost")
     b.add_argument("--jobs", type=int, default=100_000)
     b.add_argument("--seed", type=int, default=0)
