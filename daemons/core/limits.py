@@ -150,7 +150,8 @@ def _shallow_ascii(bare: str, max_depth: int) -> bool:
     folded = b.translate(_FOLD)
     if b"0" * 19 in folded or b"e000" in folded or b"e+000" in folded or b"0x" in folded:
         return False
-    return structural + b.lower().count(b"is") < max_depth
+    # A text holds at most len / 2 "is": when even that many keep it shallow, no need to count.
+    return structural + len(b) // 2 < max_depth or structural + b.lower().count(b"is") < max_depth
 
 
 def problem(text: str, *, ad: bool = False, limits: ClassAdLimits | None = None) -> str | None:
@@ -166,7 +167,7 @@ def problem(text: str, *, ad: bool = False, limits: ClassAdLimits | None = None)
     # id's hex secret looks like an exponent), where they are found exactly as the scan
     # finds them: with no quoted attribute name and no comment, a '"' can only open one.
     bare = text
-    if '"' in text and "'" not in text and "//" not in text and "/*" not in text:
+    if '"' in text and "'" not in text and ("/" not in text or ("//" not in text and "/*" not in text)):
         bare = _STRING_FAST.sub('""', text)
     if bare.isascii():
         if _shallow_ascii(bare, lim.max_depth):
