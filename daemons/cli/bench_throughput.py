@@ -8,7 +8,9 @@ returns 1,000 slot ads, and each daemon's peak RSS.
 The pool runs at a high TIME_SCALE so that pool-time waits (negotiation interval,
 update intervals) cost little wall time and the figures measure the daemons' own
 work. Set HTCPOOL_BENCH_KEEP=1 to keep the state directory (logs, job queue log,
-history) for inspection; its path is printed.
+history) for inspection; its path is printed. `--repeat N` runs N times on fresh pools
+and reports the median run (benchkit.median_of_runs): one run on a small shared machine
+moves by more than most changes.
 """
 from __future__ import annotations
 
