@@ -61,7 +61,7 @@ from typing import Any, Callable
 import grpc
 
 from daemons.cli.benchkit import (MAX_REPEAT, BenchFailed, KEEP_ENV, cpu_seconds, log_problem_lines, log_problems,
-                                   median_of_runs, status_page)
+                                   median_of_runs, repeats_of, status_page)
 from daemons.cli.client import PoolClient, wait_for
 from daemons.cli.pool import LocalPool, PoolError, StartdSpec
 from daemons.cli.procs import peak_rss_mb, pss_mb
@@ -503,7 +503,7 @@ def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
     if failed is not None:
         return failed
     row = dict(median_of_runs(runs, "reschedule_to_record_s"))
-    row["repeats"] = {"runs": len(runs), **{k: sorted(r[k] for r in runs) for k in REPEAT_FIGURES}}
+    row["repeats"] = repeats_of(runs, REPEAT_FIGURES)
     return row
 
 

@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from daemons.cli import lagreport
 from daemons.cli.benchkit import (KEEP_ENV, MAX_REPEAT, BenchFailed, daemon_cpu, log_problem_lines, log_problems,
-                                  median_of_runs, pool_time, status_page, time_calls)
+                                  median_of_runs, pool_time, repeats_of, status_page, time_calls)
 from daemons.cli.client import PoolClient, wait_for
 from daemons.cli.pool import LocalPool, PoolError
 from daemons.cli.procs import peak_rss_mb
@@ -427,19 +427,18 @@ def bench_throughput(args: argparse.Namespace) -> int:
     emit("")
     for line in _table(result):
         emit(line)
+    repeats = {**repeats_of(runs, ("jobs_per_s", "wall_s")), "lagged": sum(bool(r.get("lagged")) for r in runs)}
     if repeat > 1:
-        rates = sorted(r["jobs_per_s"] for r in runs)
+        rates = repeats["jobs_per_s"]
         emit(f"the median of {repeat} runs (the run above): {result['jobs_per_s']:.1f} jobs/s "
-             f"(min {rates[0]:.1f}, max {rates[-1]:.1f}); {sum(bool(r.get('lagged')) for r in runs)} lagged")
+             f"(min {rates[0]:.1f}, max {rates[-1]:.1f}); {repeats['lagged']} lagged")
     if args.json:
         keys = ("jobs", "machines", "cpus", "wall_s", "jobs_per_s", "cycles", "matches", "peak_rss_mb",
                 "ad_update_ms", "ad_update_p50_ms", "query_1000_ms", "time_scale")
         out = {k: result[k] for k in keys}
         out.update({k: v for k, v in result.items() if k not in out})
         if repeat > 1:
-            out["repeats"] = {"runs": repeat, "jobs_per_s": sorted(r["jobs_per_s"] for r in runs),
-                              "wall_s": sorted(r["wall_s"] for r in runs),
-                              "lagged": sum(bool(r.get("lagged")) for r in runs)}
+            out["repeats"] = repeats
             out["runs"] = runs
         print(json.dumps(out))
     return 0

@@ -107,3 +107,8 @@ def median_of_runs(runs: list[dict[str, Any]], figure: str, *, higher_is_better:
     runs, the worse of the middle two, so that repeating never flatters a figure."""
     ordered = sorted(runs, key=lambda r: r[figure])
     return ordered[(len(ordered) - 1) // 2 if higher_is_better else len(ordered) // 2]
+
+
+def repeats_of(runs: list[dict[str, Any]], figures: tuple[str, ...]) -> dict[str, Any]:
+    """A --repeat result's `repeats`: how many runs, and each named figure of every run, sorted."""
+    return {"runs": len(runs), **{k: sorted(r[k] for r in runs) for k in figures}}
