@@ -114,3 +114,37 @@ class LagMonitor:
     def figures(self) -> LagFigures:
         now = self._loop.time() if self._loop is not None else None
         return self.window.figures(now, self.scale(), self.period_s)
+
+
+class RecentMax:
+    """The most of each peer's samples over the last `window_s` (pool seconds): a sliding
+    window's maximum, kept as a deque of falling values (a sample below a later one can
+    never be the most again), so adding and asking cost O(1) on average."""
+
+    def __init__(self, window_s: float) -> None:
+        self.window_s = window_s
+        self._by_key: dict[str, deque[tuple[float, float]]] = {}
+
+    def add(self, key: str, at: float, value: float) -> None:
+        q = self._by_key.setdefault(key, deque())
+        while q and q[-1][1] <= value:
+            q.pop()
+        q.append((at, value))
+        self._prune(key, q, at)
+
+    def get(self, key: str, now: float) -> float:
+        q = self._by_key.get(key)
+        if not q:
+            return 0.0
+        self._prune(key, q, now)
+        return q[0][1] if q else 0.0
+
+    def most(self, now: float) -> float:
+        """The most over every peer."""
+        return max((self.get(k, now) for k in list(self._by_key)), default=0.0)
+
+    def _prune(self, key: str, q: deque[tuple[float, float]], now: float) -> None:
+        while q and q[0][0] < now - self.window_s:
+            q.popleft()
+        if not q:
+            del self._by_key[key]

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 import grpc
 
+from daemons.core.lag import RecentMax
 from daemons.pb.htcpool import startd_pb2, startd_pb2_grpc
 
 MAX_BATCH = 200          # claims (activations) in one call; the startd refuses more than 1000
@@ -88,10 +89,17 @@ class StartdCalls:
     """RequestClaim, ActivateClaim and ReleaseClaim to any startd, batched per startd address."""
 
     def __init__(self, stub_for: Callable[[str], startd_pb2_grpc.StartdStub], log: logging.Logger,
-                 batching: bool = True) -> None:
+                 batching: bool = True, clock: Callable[[], float] | None = None,
+                 round_trips: RecentMax | None = None) -> None:
         self.stub_for = stub_for
         self.log = log
         self.batching = batching
+        # Each call's round trip (pool seconds from sending it to its last answer handed
+        # over), per startd: what the schedd's keepalives tell the startd (ClaimsMixin).
+        self.clock = clock
+        self.round_trips = round_trips
+        self._out: dict[str, dict[int, float]] = {}   # startd address -> calls out there: sent at
+        self._seq = 0
         self._queues: dict[tuple[str, str, str], _Queue] = {}   # (kind, startd address, reason)
         self._single_only: set[str] = set()      # startds that answered UNIMPLEMENTED to a batch
         self._tasks: set[asyncio.Task] = set()
@@ -120,7 +128,40 @@ class StartdCalls:
     # ---- inside -----------------------------------------------------------------------
     async def _single(self, kind: _Kind, address: str, request: Any) -> Any:
         self.calls["single"] += 1
-        return await getattr(self.stub_for(address), kind.single)(request, timeout=RPC_TIMEOUT_S)
+        sent, token = self._now(), self._going(address)
+        try:
+            reply = await getattr(self.stub_for(address), kind.single)(request, timeout=RPC_TIMEOUT_S)
+        finally:
+            self._back(address, token)
+        self._round_trip(address, sent)
+        return reply
+
+    def _now(self) -> float:
+        return self.clock() if self.clock is not None else 0.0
+
+    def _round_trip(self, address: str, sent: float) -> None:
+        if self.round_trips is not None and self.clock is not None:
+            now = self.clock()
+            self.round_trips.add(address, now, now - sent)
+
+    def _going(self, address: str) -> int:
+        """A call to `address` is sent now: its token for _back."""
+        self._seq += 1
+        self._out.setdefault(address, {})[self._seq] = self._now()
+        return self._seq
+
+    def _back(self, address: str, token: int) -> None:
+        out = self._out.get(address)
+        if out is not None:
+            out.pop(token, None)
+            if not out:
+                del self._out[address]
+
+    def oldest_out_s(self, address: str, now: float) -> float:
+        """How long the oldest call still unanswered at `address` has been out (pool s): a
+        round trip at least that long, before it is over and measured."""
+        out = self._out.get(address)
+        return max(0.0, now - min(out.values())) if out else 0.0
 
     async def _call(self, kind: _Kind, address: str, request: Any, reason: str = "") -> Any:
         if not self.batching or (kind.single and address in self._single_only):
@@ -164,8 +205,12 @@ class StartdCalls:
             try:
                 self.calls["batched"] += 1
                 self.calls["batched_items"] += len(items)
-                reply = await getattr(self.stub_for(address), kind.batched)(request,
-                                                                            timeout=batch_timeout_s(len(items)))
+                sent, token = self._now(), self._going(address)
+                try:
+                    reply = await getattr(self.stub_for(address), kind.batched)(
+                        request, timeout=batch_timeout_s(len(items)))
+                finally:
+                    self._back(address, token)
             except grpc.aio.AioRpcError as e:
                 if e.code() != grpc.StatusCode.UNIMPLEMENTED or not kind.single:
                     for _, fut in items:
@@ -191,6 +236,7 @@ class StartdCalls:
                 for (_, fut), answer in answers[i:i + ANSWER_CHUNK]:
                     if not fut.done():
                         fut.set_result(answer)
+            self._round_trip(address, sent)
         except BaseException as e:
             for _, fut in items:
                 if not fut.done():

@@ -430,32 +430,43 @@ class ClaimsMixin:
             if pending and (len(pending) >= MAX_KEEPALIVES_IN_FLIGHT
                             or now - pending[-1][0] < self.keepalive_interval_s):
                 heard = self._startd_heard.get(address, 0.0)
+                slack = allowance + self.round_trips.get(address, now)
                 for c in claims:
                     silent = now - max(c.last_alive_ok, heard)
-                    if c.id in self.claims and silent > c.lease_s(lease) + allowance:
+                    if c.id in self.claims and silent > c.lease_s(lease) + slack:
                         await self._claim_lost(c, f"startd at {address} has not answered a keepalive for "
                                                   f"{silent:.0f} s")
                 continue
-            pending.append((now, self.spawn(self._keepalive_one(address, claims), f"schedd:keepalive:{address}")))
+            trip = max(self.round_trips.get(address, now), self.startd_calls.oldest_out_s(address, now),
+                       now - pending[0][0] if pending else 0.0)
+            pending.append((now, self.spawn(self._keepalive_one(address, claims, trip),
+                                            f"schedd:keepalive:{address}")))
         for address in [a for a, p in self._keepalives.items() if a not in by_addr and all(t.done() for _, t in p)]:
             del self._keepalives[address]
 
-    async def _keepalive_one(self, address: str, claims: list[ScheddClaim]) -> None:
+    async def _keepalive_one(self, address: str, claims: list[ScheddClaim], round_trip: float = 0.0) -> None:
+        """One keepalive; `round_trip` (pool s), the longest recent round trip to that startd
+        or the age of the oldest call still out there, is what the startd stretches this
+        schedd's leases by (a claim it grants now is named here only that much later)."""
         now = self.clock.now()
         try:
             reply = await self._startd(address).KeepAlive(startd_pb2.KeepAliveRequest(
-                claim_ids=[c.id for c in claims], schedd_address=self.address), timeout=RPC_TIMEOUT_S)
+                claim_ids=[c.id for c in claims], schedd_address=self.address,
+                round_trip=round_trip), timeout=RPC_TIMEOUT_S)
         except grpc.aio.AioRpcError as e:
             # A startd (or this schedd) that runs behind answers late; only a lease's worth of
-            # silence beyond the pool's own lag means the startd is gone.
+            # silence beyond the pool's own lag and the path's round trip means it is gone.
             lease, allowance = self.cfg.claim_lease_s, self.lag_allowance_s()
             heard = self._startd_heard.get(address, 0.0)
+            slack = allowance + self.round_trips.get(address, now)
             for c in claims:
                 silent = now - max(c.last_alive_ok, heard)
-                if c.id in self.claims and silent > c.lease_s(lease) + allowance:
+                if c.id in self.claims and silent > c.lease_s(lease) + slack:
                     await self._claim_lost(c, f"startd at {address} unreachable for "
                                               f"{silent:.0f} s ({describe(e)})")
             return
+        answered = self.clock.now()
+        self.round_trips.add(address, answered, answered - now)
         self._heard(address, now)
         unknown = set(reply.unknown_claim_ids)
         for c in claims:

@@ -277,7 +277,7 @@ class StartdDaemon(UpdatesMixin, ReportsMixin, Daemon):
             self._changed()
         return n
 
-    async def keepalive(self, claim_ids: Iterable[str], schedd_address: str) -> list[str]:
+    async def keepalive(self, claim_ids: Iterable[str], schedd_address: str, round_trip: float = 0.0) -> list[str]:
         """Renew the leases; return the claim ids this startd does not hold.
 
         News of the claims we no longer hold, not yet delivered (a job's exit while the
@@ -286,7 +286,7 @@ class StartdDaemon(UpdatesMixin, ReportsMixin, Daemon):
         The leases of the claims we hold are renewed before anything waits."""
         assert self.model is not None
         # Leases first: a claim we hold must not wait for anything to be renewed.
-        unknown = self.model.keepalive(claim_ids, schedd_address, self.clock.now())
+        unknown = self.model.keepalive(claim_ids, schedd_address, self.clock.now(), round_trip)
         self._schedd_heard.set()
         if unknown:
             await self._deliver_news_of(set(unknown), schedd_address)
@@ -471,5 +471,9 @@ class StartdDaemon(UpdatesMixin, ReportsMixin, Daemon):
             "pending_job_events": float(len(self._events)),
             "job_event_reports_total": float(self.reports_sent),
             "ads_refreshed_total": float(self.ads_refreshed),
+            # The longest round trip a schedd has reported lately: its claims' leases are
+            # stretched by it (machines.Startd.expire_leases).
+            "schedd_round_trip_max_pool_seconds": max(self.model.round_trips.values(), default=0.0)
+                                                  if self.model else 0.0,
         })
         return m

@@ -12,6 +12,10 @@ from daemons.startd.config import StartdConfig
 from daemons.startd.claimids import ClaimIds
 from daemons.startd.slots import JobEvent, Machine, Shared, Slot
 
+# The most a schedd's reported round trip stretches its claims' leases, in leases: beyond
+# that the pool is so far behind its time scale that the lag policy is the answer.
+MAX_ROUND_TRIP_LEASES = 2
+
 
 class Startd:
     """The machines of one startd process, with indexes from claim ids to slots."""
@@ -25,6 +29,10 @@ class Startd:
         self.ids = ClaimIds(address, now, secret)
         self.registry: dict[int, Slot] = {}   # claim id numbers (claimids.py) -> slots
         self.shared = Shared()
+        # Each schedd's longest recent round trip to this startd, as its keepalives say (pool
+        # seconds): a claim granted now is named in that schedd's keepalives only that much
+        # later, so its lease is stretched by it (expire_leases).
+        self.round_trips: dict[str, float] = {}
         self.machines = {h: Machine(h, group_cfg, address, now, self.ids, self.registry, self.shared)
                          for group_hosts, group_cfg in [(hosts, cfg), *(machine_groups or [])] for h in group_hosts}
 
@@ -57,10 +65,16 @@ class Startd:
     def claims(self) -> list[tuple[Machine, Slot]]:
         return [(m, s) for m in self.machines.values() for s in m.slots.values() if s.claim is not None]
 
-    def keepalive(self, claim_ids: Iterable[str], schedd_address: str, now: float) -> list[str]:
-        """Renew leases; return the ids this startd does not hold."""
+    def keepalive(self, claim_ids: Iterable[str], schedd_address: str, now: float,
+                  round_trip: float = 0.0) -> list[str]:
+        """Renew leases; return the ids this startd does not hold. `round_trip`: the schedd's
+        longest recent round trip to this startd, pool seconds (bounded: a schedd's word
+        keeps an unnamed claim for at most MAX_ROUND_TRIP_LEASES more leases)."""
         unknown = []
         schedd_address = sys.intern(schedd_address)
+        if schedd_address:
+            bound = MAX_ROUND_TRIP_LEASES * self.cfg.claim_lease_s
+            self.round_trips[schedd_address] = min(bound, round_trip) if round_trip > 0 else 0.0
         for cid in claim_ids:
             n = self.ids.number(cid)
             found = self.claim_numbered(n)
@@ -77,7 +91,9 @@ class Startd:
 
     def expire_leases(self, now: float, allowance_s: float = 0.0) -> list[JobEvent]:
         """Drop claims not kept alive for a lease. `allowance_s` stretches the lease by the
-        pool's own lag (a schedd whose event loop runs behind renews late; it is not gone)."""
+        pool's own lag (a schedd whose event loop runs behind renews late; it is not gone),
+        and each claim's by its schedd's round trip (a claim granted is named in a
+        keepalive only after the grant has reached the schedd and the keepalive come back)."""
         from daemons.startd.preemption import take_over, withdraw
 
         events = []
@@ -86,7 +102,7 @@ class Startd:
         for m, s in [(m, s) for m in self.machines.values() for s in list(m.slots.values()) if s.pre is not None]:
             pre = s.pre
             assert pre is not None
-            if now - pre.last_alive > lease + allowance:
+            if now - pre.last_alive > lease + allowance + self.round_trips.get(pre.schedd_address, 0.0):
                 withdraw(m, s, now)
                 events.append(JobEvent("claim_lost", pre.id, "", m.name_of(s), pre.schedd_address, now,
                                        f"claim lease expired (not kept alive for {lease:.0f} s)"))
@@ -94,7 +110,7 @@ class Startd:
             c = s.claim
             assert c is not None
             own = c.lease_s(lease)
-            if now - c.last_alive > own + allowance:
+            if now - c.last_alive > own + allowance + self.round_trips.get(c.schedd_address, 0.0):
                 ev = m.release(s, now, f"claim lease expired (not kept alive for {own:.0f} s)", lost=True)
                 if ev is not None:
                     events.append(ev)

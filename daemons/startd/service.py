@@ -136,7 +136,7 @@ class StartdService(pb_grpc.StartdServicer):
                         context: grpc.aio.ServicerContext) -> pb.KeepAliveReply:
         # The ids read one at a time from the request: a schedd's keepalive names every claim it
         # holds here, tens of thousands of them, which as a list would be megabytes at once.
-        unknown = await self.d.keepalive(request.claim_ids, request.schedd_address)
+        unknown = await self.d.keepalive(request.claim_ids, request.schedd_address, request.round_trip)
         return pb.KeepAliveReply(unknown_claim_ids=unknown)
 
     async def DrainJobs(self, request: pb.DrainJobsRequest, context: grpc.aio.ServicerContext) -> pb.DrainJobsReply:

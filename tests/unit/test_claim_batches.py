@@ -348,3 +348,29 @@ async def test_a_keepalive_does_not_send_again_news_a_report_is_carrying():
     hold.set()
     await asyncio.gather(loop_pass, keepalive)
     assert r.calls == [["1.1", "1.2"]] and r._events == []
+
+
+async def test_each_calls_round_trip_is_recorded_per_startd_batched_or_single():
+    # What the schedd's keepalives tell each startd: the longest recent round trip there,
+    # from sending a call to its last answer handed over, on the pool clock, or the age of
+    # a call still out there.
+    from daemons.core.lag import RecentMax
+    now = [100.0]
+    hold = asyncio.Event()
+    stub, single = _Stub(hold=hold), _Stub(batched=False)
+    trips = RecentMax(window_s=1000.0)
+    calls = StartdCalls(lambda a: {"slow:1": stub, "old:1": single}[a], logging.getLogger("test"),
+                        clock=lambda: now[0], round_trips=trips)
+    waiting = asyncio.gather(*(calls.request_claim("slow:1", _claim(i)) for i in "ab"))
+    while not stub.calls:
+        await asyncio.sleep(0)
+    now[0] = 340.0                          # the startd answers 240 pool s later
+    assert calls.oldest_out_s("slow:1", now[0]) == 240.0 and calls.oldest_out_s("old:1", now[0]) == 0.0
+    hold.set()
+    await waiting
+    assert calls.oldest_out_s("slow:1", now[0]) == 0.0 and calls._out == {}
+    assert trips.get("slow:1", now[0]) == 240.0
+    await calls.request_claim("old:1", _claim("c"))   # UNIMPLEMENTED, then one by one: no time passes
+    assert trips.get("old:1", now[0]) == 0.0 and "old:1" in trips._by_key
+    assert trips.most(now[0]) == 240.0
+    assert trips.get("slow:1", 100.0 + 240.0 + 1001.0) == 0.0     # out of the window

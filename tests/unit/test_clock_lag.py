@@ -206,3 +206,17 @@ def test_a_change_is_announced_further_ahead_when_loops_turn_slowly():
     assert lagpolicy.notice_s(0.01) == lagpolicy.NOTICE_S
     assert lagpolicy.notice_s(1.5) == 6.0
     assert lagpolicy.notice_s(60.0) == lagpolicy.MAX_NOTICE_S
+
+
+def test_recent_max_is_the_most_of_a_peers_samples_within_the_window():
+    from daemons.core.lag import RecentMax
+    r = RecentMax(window_s=100.0)
+    assert r.get("a", 0.0) == 0.0 and r.most(0.0) == 0.0
+    r.add("a", 0.0, 50.0)
+    r.add("a", 10.0, 20.0)          # smaller, later: the most once the 50 has gone
+    r.add("b", 20.0, 70.0)
+    assert (r.get("a", 20.0), r.get("b", 20.0), r.most(20.0)) == (50.0, 70.0, 70.0)
+    assert r.get("a", 105.0) == 20.0            # the 50 (at 0) is older than the window
+    r.add("a", 106.0, 30.0)                     # a larger one drops the smaller before it
+    assert list(r._by_key["a"]) == [(106.0, 30.0)]
+    assert r.most(500.0) == 0.0 and r._by_key == {}    # every sample gone: the peers too

@@ -265,6 +265,25 @@ def test_the_pools_lag_stretches_a_lease():
     assert [e.claim_id for e in sd.expire_leases(NOW + 2301, allowance_s=500.0)] == [c.claim_id]
 
 
+def test_a_schedds_round_trip_stretches_its_claims_leases():
+    # A claim granted while the path to its schedd is slow (a long queue of claim answers)
+    # is named in a keepalive only a round trip later: the schedd's keepalives say how long
+    # that is, and only its own claims get the extra time, never more than two leases.
+    sd = pslot_startd(alive_interval_s=300.0, max_claim_alives_missed=6)
+    m = sd.machines["host"]
+    slow = claim(m, m.slots["slot1"])               # claimed by SCHEDD (the helper's)
+    other = m.request_claim(m.slots["slot1"], job(), "s2", "127.0.0.1:5000", "u", NOW)
+    sd.keepalive([], SCHEDD, NOW, round_trip=700.0)
+    assert sd.round_trips == {SCHEDD: 700.0}
+    assert [e.claim_id for e in sd.expire_leases(NOW + 1801)] == [other.claim_id]
+    assert sd.expire_leases(NOW + 2500) == []
+    assert [e.claim_id for e in sd.expire_leases(NOW + 2501)] == [slow.claim_id]
+    # The latest report counts (a path that is fast again), bounded, and garbage is no time.
+    for reported, kept in [(0.0, 0.0), (1e9, 3600.0), (float("inf"), 3600.0), (float("nan"), 0.0), (-5.0, 0.0)]:
+        sd.keepalive([], SCHEDD, NOW, round_trip=reported)
+        assert sd.round_trips[SCHEDD] == kept
+
+
 def test_pslot_ad_attributes():
     m = pslot_startd().machines["host"]
     p = m.slots["slot1"]

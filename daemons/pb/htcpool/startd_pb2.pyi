@@ -161,12 +161,14 @@ class ReleaseClaimReply(_message.Message):
     def __init__(self, released: _Optional[int] = ...) -> None: ...
 
 class KeepAliveRequest(_message.Message):
-    __slots__ = ("claim_ids", "schedd_address")
+    __slots__ = ("claim_ids", "schedd_address", "round_trip")
     CLAIM_IDS_FIELD_NUMBER: _ClassVar[int]
     SCHEDD_ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ROUND_TRIP_FIELD_NUMBER: _ClassVar[int]
     claim_ids: _containers.RepeatedScalarFieldContainer[str]
     schedd_address: str
-    def __init__(self, claim_ids: _Optional[_Iterable[str]] = ..., schedd_address: _Optional[str] = ...) -> None: ...
+    round_trip: float
+    def __init__(self, claim_ids: _Optional[_Iterable[str]] = ..., schedd_address: _Optional[str] = ..., round_trip: _Optional[float] = ...) -> None: ...
 
 class KeepAliveReply(_message.Message):
     __slots__ = ("unknown_claim_ids",)
