@@ -128,11 +128,11 @@ class StartdCalls:
     # ---- inside -----------------------------------------------------------------------
     async def _single(self, kind: _Kind, address: str, request: Any) -> Any:
         self.calls["single"] += 1
-        sent, token = self._now(), self._going(address)
+        token = self._going(address)
         try:
             reply = await getattr(self.stub_for(address), kind.single)(request, timeout=RPC_TIMEOUT_S)
         finally:
-            self._back(address, token)
+            sent = self._back(address, token)
         self._round_trip(address, sent)
         return reply
 
@@ -140,8 +140,8 @@ class StartdCalls:
         return self.clock() if self.clock is not None else 0.0
 
     def _round_trip(self, address: str, sent: float) -> None:
-        if self.round_trips is not None and self.clock is not None:
-            now = self.clock()
+        if self.round_trips is not None:
+            now = self._now()
             self.round_trips.add(address, now, now - sent)
 
     def _going(self, address: str) -> int:
@@ -150,12 +150,13 @@ class StartdCalls:
         self._out.setdefault(address, {})[self._seq] = self._now()
         return self._seq
 
-    def _back(self, address: str, token: int) -> None:
-        out = self._out.get(address)
-        if out is not None:
-            out.pop(token, None)
-            if not out:
-                del self._out[address]
+    def _back(self, address: str, token: int) -> float:
+        """The call `token` is answered (or failed): when it was sent."""
+        out = self._out[address]
+        sent = out.pop(token)
+        if not out:
+            del self._out[address]
+        return sent
 
     def oldest_out_s(self, address: str, now: float) -> float:
         """How long the oldest call still unanswered at `address` has been out (pool s): a
@@ -205,12 +206,12 @@ class StartdCalls:
             try:
                 self.calls["batched"] += 1
                 self.calls["batched_items"] += len(items)
-                sent, token = self._now(), self._going(address)
+                token = self._going(address)
                 try:
                     reply = await getattr(self.stub_for(address), kind.batched)(
                         request, timeout=batch_timeout_s(len(items)))
                 finally:
-                    self._back(address, token)
+                    sent = self._back(address, token)
             except grpc.aio.AioRpcError as e:
                 if e.code() != grpc.StatusCode.UNIMPLEMENTED or not kind.single:
                     for _, fut in items:

@@ -11,7 +11,7 @@ import asyncio
 import sys
 from collections import defaultdict
 from dataclasses import replace
-from typing import Iterable
+from typing import Callable, Iterable
 
 import classad2
 import grpc
@@ -421,21 +421,13 @@ class ClaimsMixin:
         now = self.clock.now()
         if running:
             self.renew_job_leases(now)
-        # A startd that runs behind answers late: only a lease's worth of silence beyond the
-        # pool's own lag means it is gone.
-        lease, allowance = self.cfg.claim_lease_s, self.lag_allowance_s()
         for address, claims in by_addr.items():
             pending = [(t0, t) for t0, t in self._keepalives.get(address, []) if not t.done()]
             self._keepalives[address] = pending
             if pending and (len(pending) >= MAX_KEEPALIVES_IN_FLIGHT
                             or now - pending[-1][0] < self.keepalive_interval_s):
-                heard = self._startd_heard.get(address, 0.0)
-                slack = allowance + self.round_trips.get(address, now)
-                for c in claims:
-                    silent = now - max(c.last_alive_ok, heard)
-                    if c.id in self.claims and silent > c.lease_s(lease) + slack:
-                        await self._claim_lost(c, f"startd at {address} has not answered a keepalive for "
-                                                  f"{silent:.0f} s")
+                await self._give_up_silent(address, claims, now, lambda silent, a=address: (
+                    f"startd at {a} has not answered a keepalive for {silent:.0f} s"))
                 continue
             trip = max(self.round_trips.get(address, now), self.startd_calls.oldest_out_s(address, now),
                        now - pending[0][0] if pending else 0.0)
@@ -454,16 +446,8 @@ class ClaimsMixin:
                 claim_ids=[c.id for c in claims], schedd_address=self.address,
                 round_trip=round_trip), timeout=RPC_TIMEOUT_S)
         except grpc.aio.AioRpcError as e:
-            # A startd (or this schedd) that runs behind answers late; only a lease's worth of
-            # silence beyond the pool's own lag and the path's round trip means it is gone.
-            lease, allowance = self.cfg.claim_lease_s, self.lag_allowance_s()
-            heard = self._startd_heard.get(address, 0.0)
-            slack = allowance + self.round_trips.get(address, now)
-            for c in claims:
-                silent = now - max(c.last_alive_ok, heard)
-                if c.id in self.claims and silent > c.lease_s(lease) + slack:
-                    await self._claim_lost(c, f"startd at {address} unreachable for "
-                                              f"{silent:.0f} s ({describe(e)})")
+            await self._give_up_silent(address, claims, now, lambda silent: (
+                f"startd at {address} unreachable for {silent:.0f} s ({describe(e)})"))
             return
         answered = self.clock.now()
         self.round_trips.add(address, answered, answered - now)
@@ -476,6 +460,19 @@ class ClaimsMixin:
                 await self._claim_lost(c, "the startd no longer holds the claim")
             else:
                 c.last_alive_ok = max(c.last_alive_ok, now)   # an older call may answer after a newer one
+
+    async def _give_up_silent(self, address: str, claims: list[ScheddClaim], now: float,
+                              why: Callable[[float], str]) -> None:
+        """Give up the claims at `address` not heard of for longer than their lease. A startd
+        (or this schedd) that runs behind answers late: only a lease's worth of silence beyond
+        the pool's own lag and the path's round trip means it is gone. `why(silent)`: the reason."""
+        lease = self.cfg.claim_lease_s
+        slack = self.lag_allowance_s() + self.round_trips.get(address, now)
+        heard = self._startd_heard.get(address, 0.0)
+        for c in claims:
+            silent = now - max(c.last_alive_ok, heard)
+            if c.id in self.claims and silent > c.lease_s(lease) + slack:
+                await self._claim_lost(c, why(silent))
 
     def note_job_lease(self, lease_s: float, job: tuple[int, int] | None) -> None:
         """A job starts (or is reconnected) with this JobLeaseDuration: keep claims alive at
