@@ -105,8 +105,14 @@ def measure(slots: int, cls: str) -> dict[str, Any]:
     t = time.perf_counter()
 
     async def claim_all() -> TimerQueue:
-        # As the daemon does: each running job's end waits in one TimerQueue.
-        job_ends = TimerQueue(clock, lambda claim_number: None)
+        # As the daemon does: each running job's end waits in one TimerQueue, keyed by its
+        # claim's number, current while that claim runs a job that ends then.
+        def still_ends(n: int, t: float) -> bool:
+            found = model.claim_numbered(n)
+            c = found[1].claim if found is not None else None
+            return c is not None and c.seq == n and c.job_end == t
+
+        job_ends = TimerQueue(clock, lambda claim_number: None, current=still_ends)
         for m in model.machines.values():
             for s in list(m.slots.values()):
                 claimed = m.request_claim(s, ads.parse_ad(job_text, "job ad"), "schedd@benchhost", "127.0.0.1:1",
@@ -116,7 +122,8 @@ def measure(slots: int, cls: str) -> dict[str, Any]:
                 ok, why, end = m.activate(s, ads.parse_ad(job_text, "job ad"), now)
                 if not ok:
                     raise RuntimeError(f"activation refused: {why}")
-                job_ends.set(model.ids.number(claimed.claim_id), end)
+                assert s.claim is not None
+                job_ends.set(s.claim.seq, end)
         return job_ends
 
     job_ends = asyncio.run(claim_all())

@@ -56,7 +56,9 @@ class StartdDaemon(UpdatesMixin, ReportsMixin, Daemon):
         self._timers: dict[str, PoolTimer] = {}   # drains' evictions and preemptions, by key
         # Running jobs' ends, by claim id: one loop timer for all of them (a timer each
         # cost about 700 bytes per busy slot).
-        self._job_ends = TimerQueue(self.clock, self._job_done, self.log)
+        # Running jobs' ends, keyed by their claims' numbers; whether an entry still stands
+        # is read from the claim (_job_still_ends), so the queue keeps no dictionary of them.
+        self._job_ends = TimerQueue(self.clock, self._job_done, self.log, current=self._job_still_ends)
         self._init_updates()
         self._init_reports()
         self._event_task: asyncio.Task | None = None
@@ -149,6 +151,13 @@ class StartdDaemon(UpdatesMixin, ReportsMixin, Daemon):
         self._claim_call()
         return True, "", now
 
+    def _job_still_ends(self, claim_number: int, pool_time: float) -> bool:
+        """Does the claim numbered so still run a job that ends at `pool_time`? (Not once the
+        claim is gone, its job evicted or cleared, or the claim runs another job.)"""
+        found = self.model.claim_numbered(claim_number) if self.model is not None else None
+        c = found[1].claim if found is not None else None
+        return c is not None and c.seq == claim_number and c.job_end == pool_time
+
     def _job_done(self, claim_number: int) -> None:
         assert self.model is not None
         found = self.model.claim_numbered(claim_number)
@@ -210,15 +219,11 @@ class StartdDaemon(UpdatesMixin, ReportsMixin, Daemon):
         self._changed()
 
     def _forget_claim(self, claim_id: str, *, preempt: bool = True) -> None:
-        """Cancel a claim's timers: its job's end, a drain's eviction, a preemption's next step."""
-        self._cancel_job_end(claim_id)
+        """Cancel a claim's timers: a drain's eviction, a preemption's next step. (Its job's end
+        needs no cancelling: it stands only while the claim runs that job, _job_still_ends.)"""
         self._cancel_timer(f"evict:{claim_id}")
         if preempt:
             self._cancel_timer(f"preempt:{claim_id}")
-
-    def _cancel_job_end(self, claim_id: str) -> None:
-        assert self.model is not None
-        self._job_ends.cancel(self.model.ids.number(claim_id))
 
     def _cancel_timer(self, key: str) -> None:
         t = self._timers.pop(key, None)
@@ -233,7 +238,6 @@ class StartdDaemon(UpdatesMixin, ReportsMixin, Daemon):
         if found is None:
             return
         machine, slot = found
-        self._cancel_job_end(claim_id)
         how = machine.drain.how if machine.drain is not None else "quick"
         ev = machine.release(slot, self.clock.now(), f"evicted by a {how} drain of {machine.host}")
         if ev is not None:

@@ -9,7 +9,7 @@ import sys
 from typing import Callable, Iterable
 
 from daemons.startd.config import StartdConfig
-from daemons.startd.claimids import ClaimIds
+from daemons.startd.claimids import ClaimIds, SlotIndex
 from daemons.startd.slots import JobEvent, Machine, Shared, Slot
 
 # The most a schedd's reported round trip stretches its claims' leases, in leases: beyond
@@ -27,17 +27,17 @@ class Startd:
         `cfg` is also the process's (its claim lease)."""
         self.cfg = cfg
         self.ids = ClaimIds(address, now, secret)
-        self.registry: dict[int, Slot] = {}   # claim id numbers (claimids.py) -> slots
+        self.index: SlotIndex[Slot] = SlotIndex()   # the slots by the index in their claim ids' numbers
         self.shared = Shared()
         # Each schedd's longest recent round trip to this startd, as its keepalives say (pool
         # seconds): a claim granted now is named in that schedd's keepalives only that much
         # later, so its lease is stretched by it (expire_leases).
         self.round_trips: dict[str, float] = {}
-        self.machines = {h: Machine(h, group_cfg, address, now, self.ids, self.registry, self.shared)
+        self.machines = {h: Machine(h, group_cfg, address, now, self.ids, self.index, self.shared)
                          for group_hosts, group_cfg in [(hosts, cfg), *(machine_groups or [])] for h in group_hosts}
 
     def _lookup(self, n: int) -> tuple[Machine, Slot] | None:
-        slot = self.registry.get(n) if n else None
+        slot = self.index.get(n) if n else None
         machine = slot.machine if slot is not None else None
         if machine is None or machine.slots.get(slot.short_name) is not slot:   # (a deleted dynamic slot)
             return None

@@ -60,13 +60,10 @@ def request_preempting_claim(machine: "Machine", slot: "Slot", job_ad: classad2.
     if rank < current.rank:
         return ClaimOutcome(False, f"{name}: preempting claim doesn't have sufficient rank "
                                    f"({rank:g} < current {current.rank:g}), refusing")
-    pre = Claim(machine.ids, machine.ids.next(), schedd_name, schedd_address, submitter, now, now, rank=rank,
+    pre = Claim(machine.ids, machine.ids.next(slot.ix), schedd_name, schedd_address, submitter, now, now, rank=rank,
                 job_ad_at_claim=job_ad)
     slot.pre = pre
-    machine.registry[pre.seq] = slot
-    if slot.cap:
-        machine.registry.pop(slot.cap, None)
-        slot.cap = 0
+    slot.cap = 0
     why = (f"preempted by {submitter}: machine rank {rank:g} beats {current.rank:g}" if rank > current.rank
            else f"preempted by {submitter} for user priority")
     machine.notes.append(f"{name}: Preempting claim has correct ClaimId; State change: preempting claim based on "
@@ -188,7 +185,6 @@ def withdraw(machine: "Machine", slot: "Slot", now: float) -> None:
     if pre is None:
         return
     slot.pre = None
-    machine.registry.pop(pre.seq, None)
     machine.dirty = True
     if slot.claim is None:
         return
@@ -213,9 +209,7 @@ def check_preempt(machine: "Machine", now: float) -> list["Slot"]:
         if policy.never(machine.cfg.policy(slot.spec).preempt):
             continue
         if policy.preempt_now(machine, slot, now):
-            if slot.cap:
-                machine.registry.pop(slot.cap, None)
-                slot.cap = 0
+            slot.cap = 0
             begin(machine, slot, now, PREEMPT_REASON)
             out.append(slot)
     return out

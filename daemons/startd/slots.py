@@ -39,7 +39,7 @@ import classad2
 
 from daemons.core import adpack, ads
 from daemons.startd import policy, sizing
-from daemons.startd.claimids import ClaimIds
+from daemons.startd.claimids import ClaimIds, SlotIndex
 from daemons.startd.config import STANDARD, Resources, SlotTypeSpec, StartdConfig
 from daemons.startd.evalads import EvalAds
 from daemons.startd.slotad import eval_parts, slot_ad, slot_ad_and_text, slot_ad_text, within_resource_limits
@@ -160,6 +160,7 @@ class Slot:
     # The machine the slot belongs to, so that the claim id index can hold the slot itself
     # (a (machine, name) tuple for every id cost 56 bytes; a busy slot has two ids).
     machine: "Machine | None" = field(default=None, repr=False, compare=False)
+    ix: int = 0            # its place in the startd's SlotIndex, which its claim ids' numbers carry
 
     @property
     def type_id(self) -> int:
@@ -171,7 +172,7 @@ class Slot:
 
     @property
     def short_name(self) -> str:
-        # Interned: the indexes that hold it (a machine's slots, the claim id registry) share
+        # Interned: the dictionaries that hold it (a machine's slots, its touched names) share
         # one string per name, and every machine's slotN is the same name.
         return sys.intern(f"slot{self.slot_id}_{self.sub_id}" if self.kind is SlotKind.DYNAMIC
                           else f"slot{self.slot_id}")
@@ -251,18 +252,18 @@ class Machine:
     """One emulated execute machine and its slots."""
 
     # A startd holds one per 8 or so slots: no instance dictionary.
-    __slots__ = ("host", "cfg", "address", "ids", "registry", "slots", "deleted", "dirty", "touched", "started",
+    __slots__ = ("host", "cfg", "address", "ids", "index", "slots", "deleted", "dirty", "touched", "started",
                  "drain", "total_drains", "wrl", "outbox", "notes", "preempting", "packer", "eval_ads")
 
     def __init__(self, host: str, cfg: StartdConfig, address: str, now: float, ids: ClaimIds,
-                 registry: "dict[int, Slot] | None" = None,
+                 index: "SlotIndex[Slot] | None" = None,
                  shared: "Shared | None" = None) -> None:
         self.host = host
         self.cfg = cfg
         self.address = address
         self.ids = ids
-        # claim id or capability (its number) -> its slot, shared by a startd's machines
-        self.registry: dict[int, Slot] = registry if registry is not None else {}
+        # the slots by the index their claim ids' numbers carry, shared by a startd's machines
+        self.index: SlotIndex[Slot] = index if index is not None else SlotIndex()
         self.slots: dict[str, Slot] = {}
         self.deleted: list[str] = []   # names of deleted dynamic slots not yet invalidated
         # What the collector has not seen: every slot's ad (`dirty`: a change of the machine,
@@ -289,10 +290,11 @@ class Machine:
             for _ in range(t.count):
                 slot_id += 1
                 kind = SlotKind.PARTITIONABLE if t.partitionable else SlotKind.STATIC
-                s = Slot(slot_id, 0, kind, t, t.size, t.size, UNCLAIMED, IDLE, now, now, cap=ids.next(),
+                s = Slot(slot_id, 0, kind, t, t.size, t.size, UNCLAIMED, IDLE, now, now,
                          children=set() if t.partitionable else NO_CHILDREN, machine=self)
+                s.ix = self.index.add(s)
+                s.cap = ids.next(s.ix)
                 self.slots[s.short_name] = s
-                self.registry[s.cap] = s
         self.refresh_owner(now)
 
     def name_of(self, slot: Slot) -> str:
@@ -362,11 +364,10 @@ class Machine:
             return ClaimOutcome(False, f"{self.name_of(slot)}: the slot's Requirements (START) reject the job")
         rank = policy.rank(self, slot, job_ad, now)
         if slot.kind is SlotKind.STATIC:
-            claim = Claim(self.ids, self.ids.next(), schedd_name, schedd_address, submitter, now, now, rank=rank)
+            claim = Claim(self.ids, self.ids.next(slot.ix), schedd_name, schedd_address, submitter, now, now,
+                          rank=rank)
             slot.claim = claim
-            self.registry.pop(slot.cap, None)
             slot.cap = self._offer(slot)
-            self.registry[claim.seq] = slot
             slot.set_state(CLAIMED, IDLE, now)
             self.touch(slot)
             a, text = slot_ad_and_text(self, slot, now)
@@ -388,14 +389,15 @@ class Machine:
         sub_id = 1
         while sub_id in slot.children:
             sub_id += 1
-        claim = Claim(self.ids, self.ids.next(), schedd_name, schedd_address, submitter, now, now, rank=rank)
         d = Slot(slot.slot_id, sub_id, SlotKind.DYNAMIC, slot.spec, size, size, CLAIMED, IDLE, now, now,
-                 claim=claim, machine=self)
+                 machine=self)
+        d.ix = self.index.add(d)
+        claim = Claim(self.ids, self.ids.next(d.ix), schedd_name, schedd_address, submitter, now, now, rank=rank)
+        d.claim = claim
         d.cap = self._offer(d)
         slot.children.add(sub_id)
         slot.free = slot.free - size
         self.slots[d.short_name] = d
-        self.registry[claim.seq] = d
         if self.name_of(d) in self.deleted:
             self.deleted.remove(self.name_of(d))
         self.touch(slot, d)
@@ -408,9 +410,7 @@ class Machine:
 
     def _offer(self, slot: Slot) -> int:
         """A fresh claim id (its number) that a claimed slot offers for a preempting claim."""
-        cap = self.ids.next()
-        self.registry[cap] = slot
-        return cap
+        return self.ids.next(slot.ix)
 
     def activate(self, slot: Slot, job_ad: classad2.ClassAd, now: float) -> tuple[bool, str, float]:
         c = slot.claim
@@ -486,26 +486,23 @@ class Machine:
             event = JobEvent("evicted", c.id, c.job_id, self.name_of(slot), c.schedd_address, now, reason,
                              c.job_start)
         slot.claim = None
-        self.registry.pop(c.seq, None)
         slot.retire_until = slot.vacate_until = 0.0
         slot.preempt_reason = ""
         if slot.pre is not None:
             self.dirty = True
             return event   # the slot stays; preemption.take_over gives it to the preempting claim
-        if slot.cap:
-            self.registry.pop(slot.cap, None)
-            slot.cap = 0
+        slot.cap = 0
         if slot.kind is SlotKind.DYNAMIC:
             parent = self.slots[f"slot{slot.slot_id}"]
             parent.free = parent.free + slot.size
             parent.children.discard(slot.sub_id)
             del self.slots[slot.short_name]
+            self.index.remove(slot.ix)
             self.deleted.append(self.name_of(slot))
             self.touch(parent)
         else:
             self.touch(slot)
-            slot.cap = self.ids.next()
-            self.registry[slot.cap] = slot
+            slot.cap = self.ids.next(slot.ix)
             slot.set_state(DRAINED if self.drain is not None else UNCLAIMED,
                            RETIRING if self.drain is not None else IDLE, now)
             self.refresh_owner(now)
