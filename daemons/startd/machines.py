@@ -33,6 +33,7 @@ class Startd:
         # seconds): a claim granted now is named in that schedd's keepalives only that much
         # later, so its lease is stretched by it (expire_leases).
         self.round_trips: dict[str, float] = {}
+        self._round_trip_heard: dict[str, float] = {}   # when each schedd's report came
         self.machines = {h: Machine(h, group_cfg, address, now, self.ids, self.index, self.shared)
                          for group_hosts, group_cfg in [(hosts, cfg), *(machine_groups or [])] for h in group_hosts}
 
@@ -75,6 +76,7 @@ class Startd:
         if schedd_address:
             bound = MAX_ROUND_TRIP_LEASES * self.cfg.claim_lease_s
             self.round_trips[schedd_address] = min(bound, round_trip) if round_trip > 0 else 0.0
+            self._round_trip_heard[schedd_address] = now
         for cid in claim_ids:
             n = self.ids.number(cid)
             found = self.claim_numbered(n)
@@ -115,6 +117,12 @@ class Startd:
                 if ev is not None:
                     events.append(ev)
                 take_over(m, s, now)
+        # A schedd not heard from for this long holds no claim here that its report could keep
+        # (its claims that its last keepalive renewed have lapsed by then, round trip and all):
+        # a schedd that is gone leaves no entry, and /metrics stops showing its round trip.
+        forget = (1 + MAX_ROUND_TRIP_LEASES) * lease + allowance
+        for a in [a for a, t in self._round_trip_heard.items() if now - t > forget]:
+            del self.round_trips[a], self._round_trip_heard[a]
         return events
 
     def counts(self) -> dict[str, int]:

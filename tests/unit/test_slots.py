@@ -282,6 +282,12 @@ def test_a_schedds_round_trip_stretches_its_claims_leases():
     for reported, kept in [(0.0, 0.0), (1e9, 3600.0), (float("inf"), 3600.0), (float("nan"), 0.0), (-5.0, 0.0)]:
         sd.keepalive([], SCHEDD, NOW, round_trip=reported)
         assert sd.round_trips[SCHEDD] == kept
+    # A schedd that is gone (no keepalive for three leases: its claims have lapsed) is forgotten.
+    sd.keepalive([], SCHEDD, NOW + 100, round_trip=700.0)
+    sd.expire_leases(NOW + 100 + 3 * 1800)
+    assert sd.round_trips == {SCHEDD: 700.0}
+    sd.expire_leases(NOW + 101 + 3 * 1800)
+    assert sd.round_trips == {}
 
 
 def test_pslot_ad_attributes():
