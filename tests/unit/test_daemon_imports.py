@@ -2,9 +2,9 @@
 
 A startd's memory per slot counts the interpreter and its imports (issue 14), so what it
 imports at start is checked here, each in a fresh interpreter (this one has loaded
-everything the tests import): aiohttp only when the status page is first asked, and of
-cryptography without TLS only the key derivation (HKDF), not the X.509 and asymmetric
-keys PyJWT would load (IDTOKENS are HMAC).
+everything the tests import): aiohttp only when the status page is first asked, and
+without TLS none of cryptography: the key derivation's HKDF is OpenSSL's, and PyJWT does
+without the X.509 and asymmetric keys it would load (IDTOKENS are HMAC).
 """
 import json
 import subprocess
@@ -21,7 +21,7 @@ def _modules_after(code: str, whole: bool = False) -> set[str]:
     return set(names) if whole else {m.split(".")[0] for m in names}
 
 
-def test_a_startd_imports_neither_aiohttp_nor_cryptographys_x509(tmp_path):
+def test_a_startd_imports_neither_aiohttp_nor_cryptography(tmp_path):
     key = tmp_path / "POOL"
     loaded = _modules_after(f"""
 import os
@@ -36,8 +36,7 @@ token = mint(keys.jwt_key("POOL"), identity="condor@pool", issuer="pool")
 assert verify(token, keys, trust_domain="pool").identity == "condor@pool"
 """, whole=True)
     assert not any(m == "aiohttp" or m.startswith("aiohttp.") for m in loaded)
-    assert "cryptography.x509" not in loaded and "cryptography.hazmat.primitives.asymmetric.rsa" not in loaded
-    assert "jwt" in loaded and "cryptography.hazmat.primitives.kdf.hkdf" in loaded
+    assert "jwt" in loaded and not any(m.split(".")[0] == "cryptography" for m in loaded)
 
 
 def test_the_status_page_loads_aiohttp_at_its_first_request():

@@ -18,9 +18,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-
 import jwt
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from daemons.core.security.keys import (KeyFileError, KeyRing, check_key_id, create_key_file, derive_jwt_key,
                                         read_key_file, scramble)
@@ -144,3 +145,25 @@ def test_derived_key_is_cryptographys_hkdf(shared):
     from cryptography.hazmat.primitives.kdf.hkdf import HKDF
     expected = HKDF(algorithm=hashes.SHA256(), length=32, salt=b"htcondor", info=b"master jwt").derive(shared)
     assert derive_jwt_key(shared) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(key=st.binary(min_size=0, max_size=300))
+def test_openssls_hkdf_and_cryptographys_derive_the_same_key(key):
+    # derive_jwt_key takes OpenSSL's HKDF where the interpreter's libcrypto has it, else
+    # cryptography's: the two must give the same bytes, or a daemon's tokens would depend
+    # on the machine it runs on.
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+    want = HKDF(algorithm=hashes.SHA256(), length=32, salt=b"htcondor", info=b"master jwt").derive(key)
+    assert derive_jwt_key(key) == want
+    from daemons.core.security.openssl_hkdf import hkdf_sha256
+    got = hkdf_sha256(key, b"htcondor", b"master jwt", 32)
+    assert got is None or got == want
+
+
+def test_openssls_hkdf_is_there_on_this_kind_of_machine():
+    # The memory figure in docs/PERFORMANCE.md assumes it: without it a daemon maps cryptography.
+    from daemons.core.security.openssl_hkdf import hkdf_sha256
+    assert hkdf_sha256(b"passwordpassword", b"htcondor", b"master jwt", 32) == DERIVED
+

@@ -45,8 +45,17 @@ def scramble(data: bytes) -> bytes:
 
 
 def derive_jwt_key(shared_key: bytes) -> bytes:
-    """The HS256 key HTCondor signs IDTOKENS with, from a key file's (unscrambled) bytes.
-    (cryptography's HKDF: no hand-written cryptography, though it costs a daemon 7 MB.)"""
+    """The HS256 key HTCondor signs IDTOKENS with, from a key file's (unscrambled) bytes:
+    OpenSSL's HKDF where the interpreter's libcrypto offers it (openssl_hkdf.py: importing
+    cryptography costs a daemon 7.5 MB), else cryptography's. Never hand-written."""
+    from daemons.core.security.openssl_hkdf import hkdf_sha256
+    derived = hkdf_sha256(shared_key, HKDF_SALT, HKDF_INFO, JWT_KEY_BYTES)
+    if derived is not None:
+        return derived
+    return _cryptography_hkdf(shared_key)
+
+
+def _cryptography_hkdf(shared_key: bytes) -> bytes:
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.kdf.hkdf import HKDF
     return HKDF(algorithm=hashes.SHA256(), length=JWT_KEY_BYTES, salt=HKDF_SALT, info=HKDF_INFO).derive(shared_key)

@@ -78,16 +78,18 @@ def _jwt():
     # faster without it.
     if "jwt" not in sys.modules and "cryptography.x509" not in sys.modules:
         # IDTOKENS are HMAC (ALGORITHMS), which PyJWT does with the standard library; with
-        # cryptography importable it also loads its RSA, EC and EdDSA keys and X.509, which
-        # are 9 MB of every daemon and never used here. With X.509 hidden while PyJWT is
-        # imported, PyJWT does without them (its has_crypto); a process that has loaded
-        # X.509 for TLS keeps PyJWT's full set. (The key derivation's HKDF is cryptography's
-        # too, and loads none of them.)
-        sys.modules["cryptography.x509"] = None  # type: ignore[assignment]
+        # cryptography importable it also loads its RSA, EC and EdDSA keys and X.509 (9 MB)
+        # and cryptography's Rust library (7.5 MB with its modules), never used here. With
+        # cryptography hidden while PyJWT is imported (X.509 alone, if something loaded
+        # cryptography already), PyJWT does without them (its has_crypto); a process that
+        # has loaded X.509 for TLS keeps PyJWT's full set. (The key derivation's HKDF is
+        # OpenSSL's where it can be: keys.derive_jwt_key.)
+        hidden = "cryptography.x509" if "cryptography" in sys.modules else "cryptography"
+        sys.modules[hidden] = None  # type: ignore[assignment]
         try:
             import jwt  # noqa: F401
         finally:
-            del sys.modules["cryptography.x509"]
+            del sys.modules[hidden]
     import jwt
     from jwt.warnings import InsecureKeyLengthWarning
     # HTCondor's key is always 32 bytes (HKDF output), which PyJWT finds short for HS384 and
