@@ -23,8 +23,9 @@ import asyncio
 import heapq
 import logging
 import time
+from array import array
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 
 @dataclass(frozen=True)
@@ -247,21 +248,130 @@ class PoolTimer:
         return self._cancelled
 
 
+class _TupleHeap:
+    """(time, key) pairs in a heapq list: any comparable keys."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: list[tuple[float, Any]] = []
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[tuple[float, Any]]:
+        return iter(self._items)
+
+    def push(self, t: float, key: Any) -> None:
+        heapq.heappush(self._items, (t, key))
+
+    def peek(self) -> tuple[float, Any]:
+        return self._items[0]
+
+    def pop(self) -> tuple[float, Any]:
+        return heapq.heappop(self._items)
+
+    def keep(self, wanted: Callable[[float, Any], bool]) -> None:
+        self._items = [e for e in self._items if wanted(*e)]
+        heapq.heapify(self._items)
+
+    def clear(self) -> None:
+        self._items.clear()
+
+
+class _PairHeap:
+    """(time, key) pairs, keys ints of 64 bits, in a binary heap kept in two arrays: 16
+    bytes a pair, where a list of tuples takes 72 (a busy startd holds one per running
+    job: 2.6 MB at 46,000). Sifting is Python's, a few microseconds a push or pop."""
+
+    __slots__ = ("_t", "_k")
+
+    def __init__(self) -> None:
+        self._t = array("d")
+        self._k = array("q")
+
+    def __len__(self) -> int:
+        return len(self._t)
+
+    def __iter__(self) -> Iterator[tuple[float, int]]:
+        return zip(self._t, self._k)
+
+    def push(self, t: float, key: int) -> None:
+        ts, ks = self._t, self._k
+        ts.append(t)
+        ks.append(key)
+        i = len(ts) - 1
+        while i:
+            p = (i - 1) >> 1
+            pt = ts[p]
+            if pt < t or (pt == t and ks[p] <= key):
+                break
+            ts[i], ks[i] = pt, ks[p]
+            i = p
+        ts[i], ks[i] = t, key
+
+    def peek(self) -> tuple[float, int]:
+        return self._t[0], self._k[0]
+
+    def pop(self) -> tuple[float, int]:
+        ts, ks = self._t, self._k
+        top = ts[0], ks[0]
+        t, key = ts.pop(), ks.pop()
+        if ts:
+            ts[0], ks[0] = t, key
+            self._sift_down(0)
+        return top
+
+    def _sift_down(self, i: int) -> None:
+        ts, ks = self._t, self._k
+        n = len(ts)
+        t, key = ts[i], ks[i]
+        while True:
+            c = 2 * i + 1
+            if c >= n:
+                break
+            if c + 1 < n and (ts[c + 1] < ts[c] or (ts[c + 1] == ts[c] and ks[c + 1] < ks[c])):
+                c += 1
+            ct = ts[c]
+            if t < ct or (t == ct and key <= ks[c]):
+                break
+            ts[i], ks[i] = ct, ks[c]
+            i = c
+        ts[i], ks[i] = t, key
+
+    def keep(self, wanted: Callable[[float, Any], bool]) -> None:
+        """Only the pairs `wanted` says, in place (no copy of the heap: a sweep must not be
+        the peak of the process's memory), then made a heap again."""
+        ts, ks = self._t, self._k
+        j = 0
+        for i in range(len(ts)):
+            t, k = ts[i], ks[i]
+            if wanted(t, k):
+                ts[j], ks[j] = t, k
+                j += 1
+        del ts[j:], ks[j:]
+        for i in reversed(range(j // 2)):
+            self._sift_down(i)
+
+    def clear(self) -> None:
+        del self._t[:], self._k[:]
+
+
 class TimerQueue:
     """Many keyed callbacks at pool times behind one PoolTimer, for the earliest.
 
     A loop timer, its handle and its callback cost about 700 bytes; a startd with a timer
-    per running job held that for every busy slot. Here an entry is a heap tuple of
-    (time, key), and an entry that `set` replaced or `cancel` forgot is skipped when it
-    comes up. How a current entry is told from such a stale one: by default a dict from
-    each key to its time; with `current(key, time)` the owner says, from what it keeps
-    anyway (the startd: does that claim's job still end then?), and the queue keeps no
-    dict (about 56 bytes a key at 50,000 running jobs). Keys must be comparable (ints,
-    strings): due entries run in time order, then in key order, an entry set twice for
-    the same time once. One that raises is logged and the rest still run, as separate
-    loop callbacks would."""
+    per running job held that for every busy slot. Here an entry is a (time, key) pair in
+    a heap, and an entry that `set` replaced or `cancel` forgot is skipped when it comes
+    up. How a current entry is told from such a stale one: by default a dict from each
+    key to its time; with `current(key, time)` the owner says, from what it keeps anyway
+    (the startd: does that claim's job still end then?), the queue keeps no dict (about 56
+    bytes a key at 50,000 running jobs), keys must be ints of 64 bits, and the pairs are
+    kept in arrays (_PairHeap). Keys must be comparable (ints, strings): due entries run
+    in time order, then in key order, an entry set twice for the same time once. One that
+    raises is logged and the rest still run, as separate loop callbacks would."""
 
-    __slots__ = ("clock", "callback", "log", "current", "_heap", "_due", "_kept", "_timer")
+    __slots__ = ("clock", "callback", "log", "current", "_heap", "_due", "_stale", "_timer")
 
     def __init__(self, clock: PoolClock, callback: Callable[[Any], object],
                  log: "logging.Logger | None" = None,
@@ -269,13 +379,13 @@ class TimerQueue:
         self.clock, self.callback = clock, callback
         self.log = log or logging.getLogger("htcpool.clock")
         self.current = current
-        self._heap: list[tuple[float, Any]] = []
+        self._heap: _TupleHeap | _PairHeap = _TupleHeap() if current is None else _PairHeap()
         # key -> its time (no `current`): heap entries of another time are stale
         self._due: dict[Any, float] | None = {} if current is None else None
-        self._kept = 0      # (with `current`) the heap's length after its last sweep
+        self._stale = 0     # (with `current`) entries cancelled since the last sweep
         self._timer: PoolTimer | None = None
 
-    def _is_current(self, key: Any, t: float) -> bool:
+    def _is_current(self, t: float, key: Any) -> bool:
         due = self._due
         return due.get(key) == t if due is not None else bool(self.current(key, t))   # type: ignore[misc]
 
@@ -283,27 +393,29 @@ class TimerQueue:
         """How many keys wait (with `current`, a walk of the heap)."""
         if self._due is not None:
             return len(self._due)
-        return len({k for t, k in self._heap if self._is_current(k, t)})
+        return len({k for t, k in self._heap if self._is_current(t, k)})
 
     def __contains__(self, key: object) -> bool:
         if self._due is not None:
             return key in self._due
-        return any(k == key and self._is_current(k, t) for t, k in self._heap)
+        return any(k == key and self._is_current(t, k) for t, k in self._heap)
 
     def set(self, key: Any, pool_time: float) -> None:
         """`key` runs at `pool_time` (with `current`, once current(key, pool_time) holds)."""
         if self._due is not None:
             self._due[key] = pool_time
-        heapq.heappush(self._heap, (pool_time, key))
-        if self._due is None and len(self._heap) > 2 * self._kept + 64:
-            self._sweep()
+        self._heap.push(pool_time, key)
         if self._timer is None or pool_time < self._timer.pool_time:
             self._rearm()
 
     def cancel(self, key: Any) -> bool:
         """Forget `key`; True if it was waiting. With `current` the owner has already made
-        the entry stale (it is skipped when it comes up): nothing to do, False."""
+        the entry stale (it is skipped when it comes up), and says so here only so that the
+        heap is swept once it is mostly stale entries: False."""
         if self._due is None:
+            self._stale += 1
+            if self._stale > len(self._heap) // 2 + 64:
+                self._sweep()
             return False
         gone = self._due.pop(key, None) is not None
         if len(self._heap) > 2 * len(self._due) + 64:
@@ -312,9 +424,8 @@ class TimerQueue:
 
     def _sweep(self) -> None:
         """Mostly stale entries: keep the heap the size of what is waiting."""
-        self._heap = [e for e in self._heap if self._is_current(e[1], e[0])]
-        heapq.heapify(self._heap)
-        self._kept = len(self._heap)
+        self._heap.keep(self._is_current)
+        self._stale = 0
 
     def close(self) -> None:
         if self._timer is not None:
@@ -329,20 +440,20 @@ class TimerQueue:
             self._timer.cancel()
             self._timer = None
         heap = self._heap
-        while heap and not self._is_current(heap[0][1], heap[0][0]):
-            heapq.heappop(heap)    # cancelled or set again
+        while heap and not self._is_current(*heap.peek()):
+            heap.pop()    # cancelled or set again
         if heap:
-            self._timer = self.clock.call_at(heap[0][0], self._fire)
+            self._timer = self.clock.call_at(heap.peek()[0], self._fire)
 
     def _fire(self) -> None:
         self._timer = None
         now = self.clock.now()
         heap, due = self._heap, self._due
         last = None
-        while heap and heap[0][0] <= now:
-            entry = heapq.heappop(heap)
+        while heap and heap.peek()[0] <= now:
+            entry = heap.pop()
             t, key = entry
-            if entry == last or not self._is_current(key, t):
+            if entry == last or not self._is_current(t, key):
                 continue    # stale, or the same entry twice (equal entries pop one after another)
             last = entry
             if due is not None:

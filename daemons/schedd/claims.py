@@ -28,6 +28,11 @@ from daemons.schedd.submit import COMPLETED, IDLE, RUNNING
 RPC_TIMEOUT_S = 10.0
 _WHERE = ("StartdIpAddr", "MyAddress", "Name")
 MAX_KEEPALIVES_IN_FLIGHT = 3    # unanswered keepalives to one startd at a time
+# A keepalive names at most this many claims per call, the calls to one startd made one
+# after another. One call naming all of a startd's claims (46,000 in a 50,000-slot pool) was
+# a 5 MB message that the startd held twice over while reading it, its peak memory's
+# largest moment; HTCondor's schedd, for its part, sends an ALIVE for each claim.
+KEEPALIVE_CLAIMS_PER_CALL = 5000
 
 
 def _strip_addr(text: str) -> str:
@@ -437,29 +442,32 @@ class ClaimsMixin:
             del self._keepalives[address]
 
     async def _keepalive_one(self, address: str, claims: list[ScheddClaim], round_trip: float = 0.0) -> None:
-        """One keepalive; `round_trip` (pool s), the longest recent round trip to that startd
-        or the age of the oldest call still out there, is what the startd stretches this
-        schedd's leases by (a claim it grants now is named here only that much later)."""
-        now = self.clock.now()
-        try:
-            reply = await self._startd(address).KeepAlive(startd_pb2.KeepAliveRequest(
-                claim_ids=[c.id for c in claims], schedd_address=self.address,
-                round_trip=round_trip), timeout=RPC_TIMEOUT_S)
-        except grpc.aio.AioRpcError as e:
-            await self._give_up_silent(address, claims, now, lambda silent: (
-                f"startd at {address} unreachable for {silent:.0f} s ({describe(e)})"))
-            return
-        answered = self.clock.now()
-        self.round_trips.add(address, answered, answered - now)
-        self._heard(address, now)
-        unknown = set(reply.unknown_claim_ids)
-        for c in claims:
-            if c.id not in self.claims:
-                continue     # given up while the call was on its way
-            if c.id in unknown:
-                await self._claim_lost(c, "the startd no longer holds the claim")
-            else:
-                c.last_alive_ok = max(c.last_alive_ok, now)   # an older call may answer after a newer one
+        """One keepalive (in calls of KEEPALIVE_CLAIMS_PER_CALL claims); `round_trip` (pool
+        s), the longest recent round trip to that startd or the age of the oldest call still
+        out there, is what the startd stretches this schedd's leases by (a claim it grants
+        now is named here only that much later)."""
+        for first in range(0, len(claims), KEEPALIVE_CLAIMS_PER_CALL):
+            part = claims[first:first + KEEPALIVE_CLAIMS_PER_CALL]
+            now = self.clock.now()
+            try:
+                reply = await self._startd(address).KeepAlive(startd_pb2.KeepAliveRequest(
+                    claim_ids=[c.id for c in part], schedd_address=self.address,
+                    round_trip=round_trip), timeout=RPC_TIMEOUT_S)
+            except grpc.aio.AioRpcError as e:
+                await self._give_up_silent(address, claims[first:], now, lambda silent: (
+                    f"startd at {address} unreachable for {silent:.0f} s ({describe(e)})"))
+                return
+            answered = self.clock.now()
+            self.round_trips.add(address, answered, answered - now)
+            self._heard(address, now)
+            unknown = set(reply.unknown_claim_ids)
+            for c in part:
+                if c.id not in self.claims:
+                    continue     # given up while the call was on its way
+                if c.id in unknown:
+                    await self._claim_lost(c, "the startd no longer holds the claim")
+                else:
+                    c.last_alive_ok = max(c.last_alive_ok, now)   # an older call may answer after a newer one
 
     async def _give_up_silent(self, address: str, claims: list[ScheddClaim], now: float,
                               why: Callable[[float], str]) -> None:

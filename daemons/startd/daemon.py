@@ -54,10 +54,9 @@ class StartdDaemon(UpdatesMixin, ReportsMixin, Daemon):
         self.seed = seed
         self.model: Startd | None = None
         self._timers: dict[str, PoolTimer] = {}   # drains' evictions and preemptions, by key
-        # Running jobs' ends, by claim id: one loop timer for all of them (a timer each
-        # cost about 700 bytes per busy slot).
-        # Running jobs' ends, keyed by their claims' numbers; whether an entry still stands
-        # is read from the claim (_job_still_ends), so the queue keeps no dictionary of them.
+        # Running jobs' ends, keyed by their claims' numbers: one loop timer for all of them (a
+        # timer each cost about 700 bytes per busy slot); whether an entry still stands is
+        # read from the claim (_job_still_ends), so the queue keeps no dictionary of them.
         self._job_ends = TimerQueue(self.clock, self._job_done, self.log, current=self._job_still_ends)
         self._init_updates()
         self._init_reports()
@@ -219,11 +218,17 @@ class StartdDaemon(UpdatesMixin, ReportsMixin, Daemon):
         self._changed()
 
     def _forget_claim(self, claim_id: str, *, preempt: bool = True) -> None:
-        """Cancel a claim's timers: a drain's eviction, a preemption's next step. (Its job's end
-        needs no cancelling: it stands only while the claim runs that job, _job_still_ends.)"""
+        """Cancel a claim's timers: its job's end, a drain's eviction, a preemption's next step."""
+        self._cancel_job_end(claim_id)
         self._cancel_timer(f"evict:{claim_id}")
         if preempt:
             self._cancel_timer(f"preempt:{claim_id}")
+
+    def _cancel_job_end(self, claim_id: str) -> None:
+        """The job's end no longer stands once its claim is gone or the job evicted
+        (_job_still_ends); the queue hears of it only to sweep stale entries in time."""
+        assert self.model is not None
+        self._job_ends.cancel(self.model.ids.number(claim_id))
 
     def _cancel_timer(self, key: str) -> None:
         t = self._timers.pop(key, None)
@@ -238,6 +243,7 @@ class StartdDaemon(UpdatesMixin, ReportsMixin, Daemon):
         if found is None:
             return
         machine, slot = found
+        self._cancel_job_end(claim_id)
         how = machine.drain.how if machine.drain is not None else "quick"
         ev = machine.release(slot, self.clock.now(), f"evicted by a {how} drain of {machine.host}")
         if ev is not None:

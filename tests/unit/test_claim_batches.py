@@ -374,3 +374,57 @@ async def test_each_calls_round_trip_is_recorded_per_startd_batched_or_single():
     assert trips.get("old:1", now[0]) == 0.0 and "old:1" in trips._by_key
     assert trips.most(now[0]) == 240.0
     assert trips.get("slow:1", 100.0 + 240.0 + 1001.0) == 0.0     # out of the window
+
+
+class _Unreachable(grpc.aio.AioRpcError):
+    def __init__(self) -> None:
+        super().__init__(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(), "gone")
+
+
+def _keepalive_schedd(n: int, fail_at: int | None = None):
+    """What ClaimsMixin._keepalive_one uses of a schedd, with `n` claims on one startd."""
+    from types import SimpleNamespace
+    from daemons.core.lag import RecentMax
+    claims = [SimpleNamespace(id=f"c{i}", last_alive_ok=0.0) for i in range(n)]
+    calls: list[list[str]] = []
+    lost: list[str] = []
+    given_up: list[list[str]] = []
+
+    class Stub:
+        async def KeepAlive(self, req, timeout):
+            if len(calls) == fail_at:
+                calls.append([])
+                raise _Unreachable()
+            calls.append(list(req.claim_ids))
+            return startd_pb2.KeepAliveReply(unknown_claim_ids=[c for c in req.claim_ids if c == "c5"])
+
+    async def claim_lost(c, why):
+        lost.append(c.id)
+
+    async def give_up_silent(address, cs, now, why):
+        given_up.append([c.id for c in cs])
+
+    schedd = SimpleNamespace(_startd=lambda a: Stub(), address="schedd:1", clock=SimpleNamespace(now=lambda: 50.0),
+                             round_trips=RecentMax(window_s=100.0), _heard=lambda a, t: None,
+                             claims={c.id: c for c in claims}, _claim_lost=claim_lost, _give_up_silent=give_up_silent)
+    return schedd, claims, calls, lost, given_up
+
+
+async def test_a_keepalive_names_a_bounded_number_of_claims_per_call_and_every_claim_once():
+    from daemons.schedd.claims import KEEPALIVE_CLAIMS_PER_CALL as K, ClaimsMixin
+    schedd, claims, calls, lost, given_up = _keepalive_schedd(2 * K + 7)
+    await ClaimsMixin._keepalive_one(schedd, "startd:1", claims, 0.0)
+    assert [len(c) for c in calls] == [K, K, 7]
+    assert [x for c in calls for x in c] == [c.id for c in claims]
+    assert lost == ["c5"] and given_up == []
+    assert all(c.last_alive_ok == 50.0 for c in claims if c.id != "c5")
+
+
+async def test_a_keepalive_call_that_fails_leaves_its_claims_and_those_after_to_the_silence_rule():
+    from daemons.schedd.claims import KEEPALIVE_CLAIMS_PER_CALL as K, ClaimsMixin
+    schedd, claims, calls, lost, given_up = _keepalive_schedd(2 * K + 7, fail_at=1)
+    await ClaimsMixin._keepalive_one(schedd, "startd:1", claims, 0.0)
+    assert [len(c) for c in calls] == [K, 0]
+    assert given_up == [[c.id for c in claims[K:]]]
+    assert [c.last_alive_ok for c in claims[:K] if c.id != "c5"] == [50.0] * (K - 1)
+    assert all(c.last_alive_ok == 0.0 for c in claims[K:])

@@ -3,6 +3,7 @@ before it (attribute for attribute) (a running job's ad as compressed text, __sl
 advertisements), what slots share they share, a full advertisement is built lazily, and
 running jobs' ends wait behind one timer (TimerQueue)."""
 import asyncio
+import heapq
 import json
 import os
 import re
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import classad2
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from daemons.core import ads
 from daemons.core.clock import PoolClock, TimerQueue
@@ -272,18 +275,19 @@ def test_timer_queue_keeps_its_heap_the_size_of_what_waits():
 def test_a_timer_queue_whose_owner_says_what_is_current_keeps_no_dict():
     async def main():
         clock = PoolClock(scale=1e6, epoch=0.0)   # a pool second is a microsecond
-        ends: dict[str, float] = {}               # the owner's own record (the startd: its claims' job ends)
+        ends: dict[int, float] = {}               # the owner's own record (the startd: its claims' job ends)
         fired = []
         q = TimerQueue(clock, fired.append, current=lambda key, t: ends.get(key) == t)
         t0 = clock.now()
-        for key, dt in (("c", 3000), ("a", 1000), ("b", 2000), ("x", 1500), ("later", 1e9)):
+        a, b, c, x, later = 10, 20, 30, 40, 50
+        for key, dt in ((c, 3000), (a, 1000), (b, 2000), (x, 1500), (later, 1e9)):
             ends[key] = t0 + dt
             q.set(key, t0 + dt)
-        del ends["x"]                             # the owner forgot x: its entry is stale
-        ends["b"] = t0 + 500                      # b ends earlier now: its first entry is stale
-        q.set("b", t0 + 500)
-        q.set("b", t0 + 500)                      # set twice for one time: runs once
-        assert q._due is None and len(q) == 4 and "x" not in q and "a" in q
+        del ends[x]                               # the owner forgot x: its entry is stale
+        ends[b] = t0 + 500                        # b ends earlier now: its first entry is stale
+        q.set(b, t0 + 500)
+        q.set(b, t0 + 500)                        # set twice for one time: runs once
+        assert q._due is None and len(q) == 4 and x not in q and a in q
         deadline = time.monotonic() + 10
         while len(fired) < 3 and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
@@ -291,7 +295,7 @@ def test_a_timer_queue_whose_owner_says_what_is_current_keeps_no_dict():
         q.close()
         return fired
 
-    assert asyncio.run(main()) == ["b", "a", "c"]
+    assert asyncio.run(main()) == [20, 10, 30]
 
 
 def test_a_timer_queue_whose_owner_says_what_is_current_sweeps_stale_entries():
@@ -301,11 +305,37 @@ def test_a_timer_queue_whose_owner_says_what_is_current_sweeps_stale_entries():
         now = q.clock.now()
         biggest = 0
         for i in range(5000):
-            ends.pop(i - 10, None)                # ten wait at a time; the rest went (evicted, released)
+            if ends.pop(i - 10, None) is not None:   # ten wait at a time; the rest went (evicted, released)
+                q.cancel(i - 10)
             ends[i] = now + 3600 + i
             q.set(i, ends[i])
             biggest = max(biggest, len(q._heap))
+        waiting = sorted(k for t, k in q._heap if ends.get(k) == t)
         q.close()
-        return biggest
+        return biggest, waiting
 
-    assert asyncio.run(main()) <= 2 * 10 + 64 + 1
+    # Swept once the cancelled entries are more than those waiting and 128: never a heap of 5,000.
+    biggest, waiting = asyncio.run(main())
+    assert biggest <= 2 * 10 + 130 and waiting == list(range(4990, 5000))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.tuples(st.integers(0, 50).map(float), st.integers(-2**63, 2**63 - 1)), st.none()),
+                max_size=200))
+def test_the_array_heap_pops_what_heapq_pops(steps):
+    # _PairHeap (a running job's end: 16 bytes, not a tuple's 72) against heapq, pushes and
+    # pops interleaved (None pops), times that tie included, and a sweep at the end.
+    from daemons.core.clock import _PairHeap
+    h, ref = _PairHeap(), []
+    for step in steps:
+        if step is None:
+            if ref:
+                assert h.pop() == heapq.heappop(ref)
+        else:
+            h.push(*step)
+            heapq.heappush(ref, step)
+        assert len(h) == len(ref) and (not ref or h.peek() == ref[0])
+    h.keep(lambda t, k: k % 3 != 0)
+    ref = [e for e in ref if e[1] % 3 != 0]
+    heapq.heapify(ref)
+    assert [h.pop() for _ in range(len(h))] == [heapq.heappop(ref) for _ in range(len(ref))]
