@@ -25,6 +25,7 @@ from typing import Callable, Generic, Iterator, TypeVar
 
 IX_BITS = 24                    # up to 16 million slots in one process
 IX_MASK = (1 << IX_BITS) - 1
+IX_STEP = 1 << IX_BITS          # from one number of a slot to the next of the same slot
 T = TypeVar("T")
 
 
@@ -52,6 +53,14 @@ class ClaimIds:
         """A new number for an id of the slot at index `ix` (SlotIndex)."""
         self.seq += 1
         return (self.seq << IX_BITS) | ix
+
+    def next_pair(self, ix: int) -> int:
+        """A new number for a claim on the slot at `ix`, the one after it (n + IX_STEP)
+        given out with it: the claimed slot's offer for a preempting claim, which the slot
+        then need not store (Slot.cap)."""
+        n = self.next(ix)
+        self.next(ix)
+        return n
 
     def text(self, n: int) -> str:
         """The id numbered n ("" for 0, no id)."""

@@ -159,8 +159,7 @@ def start_drain(machine: "Machine", how: str, resume_on_completion: bool, check_
             s.set_state(CLAIMED, RETIRING, now)
             deadline = retirement_deadline(machine, s, now)
             if c.job_end > deadline:
-                c.evict_at = max(now, deadline) + vacate_time(machine, s, now)
-                evictions.append(Eviction(s.short_name, c.evict_at))
+                evictions.append(Eviction(s.short_name, max(now, deadline) + vacate_time(machine, s, now)))
     return state, evictions
 
 
@@ -201,6 +200,5 @@ def cancel_drain(machine: "Machine", request_id: str, now: float) -> DrainState:
         if c is None:
             s.set_state(UNCLAIMED, IDLE, now)
         elif c.job_id and s.activity != "Vacating":
-            c.evict_at = 0.0
             s.set_state(CLAIMED, BUSY, now)
     return d

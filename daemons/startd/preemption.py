@@ -60,8 +60,7 @@ def request_preempting_claim(machine: "Machine", slot: "Slot", job_ad: classad2.
     if rank < current.rank:
         return ClaimOutcome(False, f"{name}: preempting claim doesn't have sufficient rank "
                                    f"({rank:g} < current {current.rank:g}), refusing")
-    pre = Claim(machine.ids, machine.ids.next(slot.ix), schedd_name, schedd_address, submitter, now, now, rank=rank,
-                job_ad_at_claim=job_ad)
+    pre = Claim(machine.ids, machine.ids.next(slot.ix), schedd_name, schedd_address, submitter, now, now, rank=rank)
     slot.pre = pre
     slot.cap = 0
     why = (f"preempted by {submitter}: machine rank {rank:g} beats {current.rank:g}" if rank > current.rank
@@ -87,7 +86,7 @@ def begin(machine: "Machine", slot: "Slot", now: float, reason: str) -> None:
         return
     deadline = policy.retirement_deadline(machine, slot, now)
     if deadline > now:
-        slot.retire_until = deadline
+        slot.preempt_until = deadline
         _change(machine, slot, CLAIMED, RETIRING, now)
     else:
         vacate(machine, slot, now)
@@ -96,12 +95,12 @@ def begin(machine: "Machine", slot: "Slot", now: float, reason: str) -> None:
 def vacate(machine: "Machine", slot: "Slot", now: float) -> None:
     from daemons.startd.slots import KILLING, PREEMPTING, VACATING
 
-    slot.retire_until = 0.0
+    slot.preempt_until = 0.0
     if policy.wants_vacate(machine, slot, now) and not policy.kill_now(machine, slot, now):
         t = policy.vacate_time(machine, slot, now)
         if t > 0:
             _change(machine, slot, PREEMPTING, VACATING, now)
-            slot.vacate_until = now + t
+            slot.preempt_until = now + t
             machine.dirty = True
             return
     _change(machine, slot, PREEMPTING, KILLING, now)
@@ -134,7 +133,6 @@ def take_over(machine: "Machine", slot: "Slot", now: float) -> None:
     if slot.claim is not None or pre is None:
         return
     slot.pre = None
-    pre.job_ad_at_claim = None
     pre.last_alive = now
     slot.claim = pre
     machine.notes.append(f"{machine.name_of(slot)}: the preempting claim of {pre.submitter} now holds the slot")
@@ -151,9 +149,9 @@ def tick(machine: "Machine", slot: "Slot", now: float) -> float | None:
 
     if slot.claim is None:
         return None
-    if slot.activity == RETIRING and slot.retire_until and now >= slot.retire_until:
+    if slot.activity == RETIRING and slot.preempt_until and now >= slot.preempt_until:
         vacate(machine, slot, now)
-    if slot.activity == VACATING and slot.vacate_until and now >= slot.vacate_until:
+    if slot.activity == VACATING and slot.preempt_until and now >= slot.preempt_until:
         end_claim(machine, slot, now)
     return deadline(slot)
 
@@ -163,10 +161,8 @@ def deadline(slot: "Slot") -> float | None:
 
     if slot.claim is None:
         return None
-    if slot.activity == RETIRING and slot.retire_until:
-        return slot.retire_until
-    if slot.activity == VACATING and slot.vacate_until:
-        return slot.vacate_until
+    if slot.activity in (RETIRING, VACATING) and slot.preempt_until:
+        return slot.preempt_until
     return None
 
 
@@ -189,7 +185,7 @@ def withdraw(machine: "Machine", slot: "Slot", now: float) -> None:
     if slot.claim is None:
         return
     if slot.activity == RETIRING and slot.preempt_reason != PREEMPT_REASON:
-        slot.retire_until = 0.0
+        slot.preempt_until = 0.0
         slot.preempt_reason = ""
         machine.preempting.discard((machine, slot.short_name))
         _change(machine, slot, CLAIMED, BUSY, now)

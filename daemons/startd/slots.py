@@ -39,7 +39,7 @@ import classad2
 
 from daemons.core import adpack, ads
 from daemons.startd import policy, sizing
-from daemons.startd.claimids import ClaimIds, SlotIndex
+from daemons.startd.claimids import IX_MASK, IX_STEP, ClaimIds, SlotIndex
 from daemons.startd.config import STANDARD, Resources, SlotTypeSpec, StartdConfig
 from daemons.startd.evalads import EvalAds
 from daemons.startd.slotad import eval_parts, slot_ad, slot_ad_and_text, slot_ad_text, within_resource_limits
@@ -72,12 +72,12 @@ class Claim:
     submitter: str
     created: float
     last_alive: float
-    job_id: str = ""
+    # The running job's id ("" none) as `job_id` reads and sets it: an int of its cluster and
+    # proc (32 bytes, where the text took 56), or the text when they are not both small numbers.
+    job: int | str = 0
     job_start: float = 0.0
     job_end: float = 0.0
-    evict_at: float = 0.0       # a drain's eviction time for the job, if it will not finish first
     rank: float = 0.0           # the slot's RANK for the claim's job: CurrentRank (PreemptingRank while waiting)
-    job_ad_at_claim: classad2.ClassAd | None = None   # a preempting claim's request, until it takes the slot
     # The running job's ad, packed (core/adpack.py: about 40 bytes, where a parsed classad2 ad
     # costs 5 KB), parsed again only when a policy expression needs it as TARGET. What
     # every slot ad needs from it is taken out once.
@@ -100,6 +100,22 @@ class Claim:
     @property
     def id(self) -> str:
         return self.ids.text(self.seq)
+
+    @property
+    def job_id(self) -> str:
+        j = self.job
+        if j.__class__ is str:
+            return j    # type: ignore[return-value]
+        return f"{j >> 32}.{j & 0xFFFFFFFF}" if j else ""
+
+    @job_id.setter
+    def job_id(self, text: str) -> None:
+        cluster, dot, proc = text.partition(".")
+        if (dot and text.isascii() and cluster.isdigit() and proc.isdigit() and cluster[0] != "0" and (proc == "0" or proc[0] != "0")
+                and len(cluster) < 10 and len(proc) < 10):
+            self.job = (int(cluster) << 32) | int(proc)
+        else:
+            self.job = text   # anything else, as it came ("" for none)
 
     @property
     def job_ad(self) -> classad2.ClassAd | None:
@@ -135,13 +151,18 @@ NO_CHILDREN: frozenset[int] = frozenset()
 # one empty tuple for all, a list of its own only while it holds names (a list: a set of a
 # machine's eight slot names takes 728 bytes, and a burst of claims touches every machine).
 NOTHING_TOUCHED: tuple[str, ...] = ()
+# Slot.offer's value for "the number after the claim's" (ClaimIds.next_pair): a claimed
+# slot's offer for a preempting claim, without an int of its own (32 bytes a busy slot).
+OFFER_AFTER_CLAIM = -1
 
 
 @dataclass(slots=True)
 class Slot:
+    # Sixteen fields: 160 bytes an object (pymalloc rounds to 16), where nineteen took 192.
+    # What follows from other fields is a property: its kind (from its type and sub id), its
+    # index in the startd's SlotIndex (from the ids it holds).
     slot_id: int
     sub_id: int            # 0 unless dynamic
-    kind: SlotKind
     spec: SlotTypeSpec
     size: Resources        # what the slot was given
     free: Resources        # a p-slot's remainder; otherwise equal to size
@@ -149,18 +170,46 @@ class Slot:
     activity: str
     entered_state: float
     entered_activity: float
-    cap: int = 0           # the number of the claim id a match carries (unclaimed slot; a claimed
-                           # slot's offer for a preempting claim); 0: none. `capability` prints it.
+    offer: int = 0         # `cap` as stored: a number, 0 (none) or OFFER_AFTER_CLAIM
     claim: Claim | None = None
     children: set[int] | frozenset[int] = NO_CHILDREN   # a p-slot's dynamic slots (sub ids): its own set
     pre: Claim | None = None          # a preempting claim waiting for the current one to end (HTCondor's r_pre)
-    retire_until: float = 0.0         # the current claim retires until then, then is vacated
-    vacate_until: float = 0.0         # a vacate ends (the job is evicted) then
+    # A preemption's current phase ends then: retirement (Retiring) until the claim is
+    # vacated, the vacate (Vacating) until the job is evicted. 0.0: none.
+    preempt_until: float = 0.0
     preempt_reason: str = ""          # why the current claim is being preempted ("" if it is not)
     # The machine the slot belongs to, so that the claim id index can hold the slot itself
     # (a (machine, name) tuple for every id cost 56 bytes; a busy slot has two ids).
     machine: "Machine | None" = field(default=None, repr=False, compare=False)
-    ix: int = 0            # its place in the startd's SlotIndex, which its claim ids' numbers carry
+
+    @property
+    def cap(self) -> int:
+        """The number of the claim id a match carries: an unclaimed slot's capability, a
+        claimed slot's offer for a preempting claim; 0: none. `capability` prints it."""
+        n = self.offer
+        if n == OFFER_AFTER_CLAIM:
+            c = self.claim
+            return c.seq + IX_STEP if c is not None else 0
+        return n
+
+    @cap.setter
+    def cap(self, n: int) -> None:
+        self.offer = n
+
+    @property
+    def kind(self) -> SlotKind:
+        if self.sub_id:
+            return SlotKind.DYNAMIC
+        return SlotKind.PARTITIONABLE if self.spec.partitionable else SlotKind.STATIC
+
+    @property
+    def ix(self) -> int:
+        """Its place in the startd's SlotIndex, which every id it holds carries: a live slot
+        always holds one (an unclaimed slot its capability, a claimed one its claim)."""
+        n = self.cap or (self.claim.seq if self.claim is not None else 0) or (
+            self.pre.seq if self.pre is not None else 0)
+        assert n, "a slot that holds no claim id has no index"
+        return n & IX_MASK
 
     @property
     def type_id(self) -> int:
@@ -289,11 +338,9 @@ class Machine:
         for t in cfg.slot_types:
             for _ in range(t.count):
                 slot_id += 1
-                kind = SlotKind.PARTITIONABLE if t.partitionable else SlotKind.STATIC
-                s = Slot(slot_id, 0, kind, t, t.size, t.size, UNCLAIMED, IDLE, now, now,
+                s = Slot(slot_id, 0, t, t.size, t.size, UNCLAIMED, IDLE, now, now,
                          children=set() if t.partitionable else NO_CHILDREN, machine=self)
-                s.ix = self.index.add(s)
-                s.cap = ids.next(s.ix)
+                s.cap = ids.next(self.index.add(s))
                 self.slots[s.short_name] = s
         self.refresh_owner(now)
 
@@ -364,10 +411,10 @@ class Machine:
             return ClaimOutcome(False, f"{self.name_of(slot)}: the slot's Requirements (START) reject the job")
         rank = policy.rank(self, slot, job_ad, now)
         if slot.kind is SlotKind.STATIC:
-            claim = Claim(self.ids, self.ids.next(slot.ix), schedd_name, schedd_address, submitter, now, now,
+            claim = Claim(self.ids, self.ids.next_pair(slot.ix), schedd_name, schedd_address, submitter, now, now,
                           rank=rank)
             slot.claim = claim
-            slot.cap = self._offer(slot)
+            slot.cap = OFFER_AFTER_CLAIM
             slot.set_state(CLAIMED, IDLE, now)
             self.touch(slot)
             a, text = slot_ad_and_text(self, slot, now)
@@ -389,12 +436,11 @@ class Machine:
         sub_id = 1
         while sub_id in slot.children:
             sub_id += 1
-        d = Slot(slot.slot_id, sub_id, SlotKind.DYNAMIC, slot.spec, size, size, CLAIMED, IDLE, now, now,
-                 machine=self)
-        d.ix = self.index.add(d)
-        claim = Claim(self.ids, self.ids.next(d.ix), schedd_name, schedd_address, submitter, now, now, rank=rank)
+        d = Slot(slot.slot_id, sub_id, slot.spec, size, size, CLAIMED, IDLE, now, now, machine=self)
+        ix = self.index.add(d)
+        claim = Claim(self.ids, self.ids.next_pair(ix), schedd_name, schedd_address, submitter, now, now, rank=rank)
         d.claim = claim
-        d.cap = self._offer(d)
+        d.cap = OFFER_AFTER_CLAIM
         slot.children.add(sub_id)
         slot.free = slot.free - size
         self.slots[d.short_name] = d
@@ -443,7 +489,6 @@ class Machine:
         c.hold_job(job_ad, self.packer)
         c.job_start = now
         c.job_end = now + job_duration(job_ad)
-        c.evict_at = 0.0
         c.last_alive = now
         c.rank = policy.rank(self, slot, job_ad, now)
         slot.set_state(CLAIMED, BUSY, now)
@@ -468,7 +513,7 @@ class Machine:
         if c is not None:
             c.job_id = ""
             c.drop_job()
-            c.job_start = c.job_end = c.evict_at = 0.0
+            c.job_start = c.job_end = 0.0
         slot.set_state(CLAIMED, IDLE, now)
         self.touch(slot)
 
@@ -478,6 +523,7 @@ class Machine:
         c = slot.claim
         if c is None:
             return None
+        ix = slot.ix      # (read while the slot still holds its ids)
         event = None
         if lost:
             event = JobEvent("claim_lost", c.id, c.job_id, self.name_of(slot), c.schedd_address, now, reason,
@@ -486,7 +532,7 @@ class Machine:
             event = JobEvent("evicted", c.id, c.job_id, self.name_of(slot), c.schedd_address, now, reason,
                              c.job_start)
         slot.claim = None
-        slot.retire_until = slot.vacate_until = 0.0
+        slot.preempt_until = 0.0
         slot.preempt_reason = ""
         if slot.pre is not None:
             self.dirty = True
@@ -497,12 +543,12 @@ class Machine:
             parent.free = parent.free + slot.size
             parent.children.discard(slot.sub_id)
             del self.slots[slot.short_name]
-            self.index.remove(slot.ix)
+            self.index.remove(ix)
             self.deleted.append(self.name_of(slot))
             self.touch(parent)
         else:
             self.touch(slot)
-            slot.cap = self.ids.next(slot.ix)
+            slot.cap = self.ids.next(ix)
             slot.set_state(DRAINED if self.drain is not None else UNCLAIMED,
                            RETIRING if self.drain is not None else IDLE, now)
             self.refresh_owner(now)

@@ -2,9 +2,10 @@
 found again only from the whole id, secret included, and unguessable across startds."""
 import classad2
 
-from daemons.startd.claimids import ClaimIds
+from daemons.startd.claimids import IX_STEP, ClaimIds
 from daemons.startd.config import Resources, SlotTypeSpec, StartdConfig
 from daemons.startd.machines import Startd
+from daemons.startd.slots import OFFER_AFTER_CLAIM
 
 ADDR = "127.0.0.1:9618"
 
@@ -63,6 +64,7 @@ def test_a_startd_finds_claims_and_offers_by_their_ids_alone():
     assert sd.find_claim(out.claim_id) == (m, s)
     assert sd.find_capability(offer) is None                   # the offer was taken
     assert sd.find_capability(s.capability) == (m, s)          # the claimed slot's offer for a preempting claim
+    assert s.offer == OFFER_AFTER_CLAIM and s.cap == s.claim.seq + IX_STEP   # the number after the claim's
     assert m.slot_ad(s, 1000.0)["PublicClaimId"] == out.claim_id.rsplit("#", 1)[0]
     m.release(s, 1001.0, "done")
     assert sd.find_claim(out.claim_id) is None and sd.keepalive([out.claim_id], "", 1002.0) == [out.claim_id]
@@ -77,11 +79,11 @@ def test_an_old_id_does_not_find_the_dynamic_slot_that_took_its_slots_index():
                            'Requirements = true; Duration = 60]')
     first = m.request_claim(p, job, "schedd@x", "127.0.0.1:1", "u@x", 1000.0)
     d1 = m.slots["slot1_1"]
-    old_offer = d1.capability
+    old_offer, old_ix = d1.capability, d1.ix
     m.release(d1, 1001.0, "done")                              # slot1_1 is deleted, its index freed
     second = m.request_claim(p, job, "schedd@x", "127.0.0.1:1", "u@x", 1002.0)
     d2 = m.slots["slot1_1"]
-    assert d2 is not d1 and d2.ix == d1.ix                     # the new dynamic slot took the index
+    assert d2 is not d1 and d2.ix == old_ix                    # the new dynamic slot took the index
     assert sd.find_claim(first.claim_id) is None and sd.find_capability(old_offer) is None
     assert sd.keepalive([first.claim_id], "", 1003.0) == [first.claim_id]
     assert sd.find_claim(second.claim_id) == (m, d2) and sd.find_capability(d2.capability) == (m, d2)

@@ -339,3 +339,17 @@ def test_the_array_heap_pops_what_heapq_pops(steps):
     ref = [e for e in ref if e[1] % 3 != 0]
     heapq.heapify(ref)
     assert [h.pop() for _ in range(len(h))] == [heapq.heappop(ref) for _ in range(len(ref))]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=24), st.tuples(st.integers(0, 10**10), st.integers(0, 10**10)).map(
+    lambda cp: f"{cp[0]}.{cp[1]}")))
+def test_a_claims_job_id_reads_back_as_it_was_set(text):
+    # Kept as an int of cluster and proc where it is one (32 bytes, not the text's 56).
+    from daemons.startd.claimids import ClaimIds
+    from daemons.startd.slots import Claim
+    c = Claim(ClaimIds("127.0.0.1:1", 0), 1, "s", "127.0.0.1:2", "u", 0.0, 0.0)
+    c.job_id = text
+    assert c.job_id == text and bool(c.job_id) == bool(text)
+    c.job_id = "12.3"
+    assert c.job == (12 << 32) | 3 and c.job_id == "12.3"

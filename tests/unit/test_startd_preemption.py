@@ -48,7 +48,7 @@ def test_a_preempting_claim_waits_for_retirement_then_vacate():
     s, old = running(m)
     out = preempt(m, s)
     assert (out.ok, out.pending) == (True, True)
-    assert (s.state, s.activity, s.retire_until) == ("Claimed", "Retiring", NOW + 500)
+    assert (s.state, s.activity, s.preempt_until) == ("Claimed", "Retiring", NOW + 500)
     assert s.capability == ""   # no further offer while a preemption is under way
     assert preemption.tick(m, s, NOW + 499) == NOW + 500
     assert preemption.tick(m, s, NOW + 500) == NOW + 560
@@ -104,7 +104,7 @@ def test_preempt_expression_ends_the_claim_without_a_successor():
     assert preemption.check_preempt(m, NOW + 10) == []
     assert preemption.check_preempt(m, NOW + 60) == [s]
     assert (s.state, s.activity) == ("Preempting", "Vacating")
-    preemption.tick(m, s, s.vacate_until)
+    preemption.tick(m, s, s.preempt_until)
     assert [(e.kind, e.reason) for e in m.outbox] == [("evicted", "PREEMPT expression evaluated to True")]
     assert (s.state, s.activity, s.claim) == ("Unclaimed", "Idle", None)
 
