@@ -78,7 +78,7 @@ class Claim:
     job_start: float = 0.0
     job_end: float = 0.0
     rank: float = 0.0           # the slot's RANK for the claim's job: CurrentRank (PreemptingRank while waiting)
-    # The running job's ad, packed (core/adpack.py: about 40 bytes, where a parsed classad2 ad
+    # The running job's ad, packed (core/adpack.py: 60 - 110 bytes, where a parsed classad2 ad
     # costs 5 KB), parsed again only when a policy expression needs it as TARGET. What
     # every slot ad needs from it is taken out once.
     job_zdict: bytes = b""     # the dictionary it was packed against (shared by many claims)
@@ -111,8 +111,9 @@ class Claim:
     @job_id.setter
     def job_id(self, text: str) -> None:
         cluster, dot, proc = text.partition(".")
-        if (dot and text.isascii() and cluster.isdigit() and proc.isdigit() and cluster[0] != "0" and (proc == "0" or proc[0] != "0")
-                and len(cluster) < 10 and len(proc) < 10):
+        # Only what prints back the same: ASCII digits, no leading zeros, under 2**32 each.
+        if (dot and text.isascii() and cluster.isdigit() and proc.isdigit() and len(cluster) < 10
+                and len(proc) < 10 and cluster[0] != "0" and (proc == "0" or proc[0] != "0")):
             self.job = (int(cluster) << 32) | int(proc)
         else:
             self.job = text   # anything else, as it came ("" for none)
