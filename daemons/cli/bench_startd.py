@@ -107,12 +107,7 @@ def measure(slots: int, cls: str) -> dict[str, Any]:
     async def claim_all() -> TimerQueue:
         # As the daemon does: each running job's end waits in one TimerQueue, keyed by its
         # claim's number, current while that claim runs a job that ends then.
-        def still_ends(n: int, t: float) -> bool:
-            found = model.claim_numbered(n)
-            c = found[1].claim if found is not None else None
-            return c is not None and c.seq == n and c.job_end == t
-
-        job_ends = TimerQueue(clock, lambda claim_number: None, current=still_ends)
+        job_ends = TimerQueue(clock, lambda claim_number: None, current=model.job_ends_at)
         for m in model.machines.values():
             for s in list(m.slots.values()):
                 claimed = m.request_claim(s, ads.parse_ad(job_text, "job ad"), "schedd@benchhost", "127.0.0.1:1",
@@ -134,8 +129,7 @@ def measure(slots: int, cls: str) -> dict[str, Any]:
     out["update_busy_s"] = round(time.perf_counter() - t, 3)
     # (Counted from the slots: the queue's own count walks its heap into a set, a copy that
     # would be the process's peak.)
-    out["jobs_running"] = sum(1 for m in model.machines.values() for s in m.slots.values()
-                              if s.claim is not None and s.claim.job_id)
+    out["jobs_running"] = sum(len(m.running()) for m in model.machines.values())
     peak_kb = _status_kb("VmHWM")
     out["peak_rss_mb"] = {f"startd ({slots:,} slots)": round(peak_kb / 1024, 1)}
     out["peak_above_baseline_bytes_per_slot"] = round((peak_kb - base_kb) * 1024 / slots)

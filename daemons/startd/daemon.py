@@ -151,11 +151,7 @@ class StartdDaemon(UpdatesMixin, ReportsMixin, Daemon):
         return True, "", now
 
     def _job_still_ends(self, claim_number: int, pool_time: float) -> bool:
-        """Does the claim numbered so still run a job that ends at `pool_time`? (Not once the
-        claim is gone, its job evicted or cleared, or the claim runs another job.)"""
-        found = self.model.claim_numbered(claim_number) if self.model is not None else None
-        c = found[1].claim if found is not None else None
-        return c is not None and c.seq == claim_number and c.job_end == pool_time
+        return self.model is not None and self.model.job_ends_at(claim_number, pool_time)
 
     def _job_done(self, claim_number: int) -> None:
         assert self.model is not None

@@ -63,6 +63,14 @@ class Startd:
             return found
         return None
 
+    def job_ends_at(self, n: int, pool_time: float) -> bool:
+        """Does the claim numbered n still run a job that ends at `pool_time`? (Not once the
+        claim is gone, its job evicted or cleared, or the claim runs another job.) What tells
+        a job-end TimerQueue's current entries from stale ones."""
+        found = self.claim_numbered(n)
+        c = found[1].claim if found is not None else None
+        return c is not None and c.seq == n and c.job_end == pool_time
+
     def claims(self) -> list[tuple[Machine, Slot]]:
         return [(m, s) for m in self.machines.values() for s in m.slots.values() if s.claim is not None]
 
