@@ -109,9 +109,13 @@ class RequestLists:
     """The queue's listener (JobQueue.listener): what changed, then the lists on demand."""
 
     def __init__(self, queue: JobQueue, autocluster_of: Callable[[Job], int],
-                 generation: Callable[[], int] = lambda: 0) -> None:
+                 generation: Callable[[], int] = lambda: 0,
+                 for_pass: Callable[[], Callable[[Job], int]] | None = None) -> None:
         self.queue = queue
         self.autocluster_of = autocluster_of
+        # autocluster_of for one rebuild, when the owner has a faster one for a pass over
+        # many jobs (Autoclusterer.for_pass)
+        self.for_pass = for_pass
         self.generation = generation
         self._lists: dict[str, _Runs] = {}
         self._built_generation: int | None = None
@@ -162,7 +166,7 @@ class RequestLists:
         self.rebuilds += 1
         runs = _Runs()
         out, starts = runs.runs, runs.starts
-        assign = self.autocluster_of
+        assign = self.for_pass() if self.for_pass is not None else self.autocluster_of
         last = keys = jobs = None
         for key, job in self.queue.idle_items(submitter):
             if job._reserved:

@@ -88,12 +88,12 @@ def act(q: JobQueue, lists: RequestLists, ac: Autoclusterer, op: tuple) -> None:
 
 
 @settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-@given(st.lists(OP, min_size=1, max_size=60), st.integers(1, 8))
-def test_incremental_lists_equal_a_rebuild(ops, every):
+@given(st.lists(OP, min_size=1, max_size=60), st.integers(1, 8), st.booleans())
+def test_incremental_lists_equal_a_rebuild(ops, every, pass_assigner):
     q = JobQueue("ex.org")
     ac = Autoclusterer(canon=q.canonical)
     ac.update_negotiator_attrs(["RequestMemory"])
-    lists = RequestLists(q, ac.assign, lambda: ac.generation)
+    lists = RequestLists(q, ac.assign, lambda: ac.generation, ac.for_pass if pass_assigner else None)
     submit(q, 0, 3, 0, 0, False)
     check(q, lists, ac)
     for i, op in enumerate(ops):
@@ -138,3 +138,39 @@ def test_a_large_change_rebuilds(monkeypatch):
     ac.update_negotiator_attrs(["Owner"])   # every id changes: rebuilt too
     check(q, lists, ac)
     assert lists.rebuilds == built + 2
+
+
+OWN_OP = st.one_of(
+    st.tuples(st.just("submit"), st.integers(0, 2), st.integers(1, 6), st.integers(0, 2), st.integers(-2, 2),
+              st.booleans()),
+    st.tuples(st.just("memory"), st.integers(0, 40), st.integers(0, 2)),
+    st.tuples(st.just("prio"), st.integers(0, 40), st.integers(-3, 3)),
+    st.tuples(st.just("cluster_memory"), st.integers(0, 40), st.integers(0, 2)),
+    st.tuples(st.just("significant"), st.sampled_from(["RequestMemory", "JobPrio", "Owner", "Foo"])),
+)
+
+
+@settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(OWN_OP, min_size=1, max_size=40), st.sampled_from(["JobPrio", "Owner", "Bar", "GlobalJobId"]))
+def test_a_pass_assigns_what_assign_does(ops, grown):
+    """Autoclusterer.for_pass gives every job the id, attribute list and generation that
+    assign() gives it worked out afresh: jobs with values of their own among the
+    significant attributes, clusters changed under their jobs, a list that grew (by an
+    attribute each job makes from its number, too)."""
+    q = JobQueue("ex.org")
+    ac = Autoclusterer(canon=q.canonical)
+    ac.update_negotiator_attrs(["RequestMemory"])
+    lists = RequestLists(q, ac.assign, lambda: ac.generation)
+    for op in ops:
+        act(q, lists, ac, op)
+    for job in q.jobs.values():
+        ac.assign(job)           # cluster memos of the old list, which the pass must not trust
+    ac.update_negotiator_attrs([grown])
+    one = ac.for_pass()
+    got = {key: (one(job), job.ac_attrs, job.ac_attrs_lower, job.ac_generation) for key, job in sorted(q.jobs.items())}
+    for job in q.jobs.values():  # forget every cache: assign works each signature out again
+        job.ac_generation = -1
+        job.cad.ac_memo = None
+    want = {key: (ac.assign(job), job.ac_attrs, job.ac_attrs_lower, job.ac_generation)
+            for key, job in sorted(q.jobs.items())}
+    assert got == want
