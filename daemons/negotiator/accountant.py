@@ -44,7 +44,7 @@ class Customer:
     is_group: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)   # one per match (not frozen, as candidates.Match)
 class PendingMatch:
     """A match whose slot ad did not show it yet when it was made."""
     slot: str                   # the matched slot's Name (a partitionable slot's, for a split)

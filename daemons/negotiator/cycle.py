@@ -60,7 +60,7 @@ class Submitter:
     weighted_running: float = 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)   # one per match or rejection (not frozen, as Match)
 class Outcome:
     request_id: str
     match: Match | None = None
