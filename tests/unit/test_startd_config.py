@@ -1,5 +1,7 @@
 """daemons/startd/config.py: SLOT_TYPE_<N> syntax, slot layouts, the startd's knobs."""
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from daemons.core.config import ConfigError, Param
 from daemons.startd.config import (Resources, SlotTypeSpec, parse_slot_type, read_slot_types,
@@ -196,3 +198,25 @@ def test_modify_request_expr_fallbacks_are_htcondors_defaults():
     assert exprs["RequestCpus"] == "quantize(RequestCpus,{1})"
     assert exprs["RequestMemory"] == "quantize(RequestMemory,{128})"
     assert exprs["RequestDisk"] == "quantize(RequestDisk,{1024})"
+
+
+_NAMES = st.sampled_from(["GPUs", "gpus", "Licenses", "FPGA"])
+_RESOURCES = st.builds(
+    lambda c, m, d, custom: Resources.of({"Cpus": c, "Memory": m, "Disk": d, **dict(custom)}),
+    st.integers(0, 64), st.integers(0, 1 << 20), st.integers(0, 1 << 30),
+    st.lists(st.tuples(_NAMES, st.integers(0, 8)), max_size=3))
+
+
+def _fits_generally(a: Resources, b: Resources) -> bool:
+    theirs = {k.lower(): v for k, v in b.as_dict().items()}
+    return all(v <= theirs.get(k.lower(), 0) for k, v in a.as_dict().items())
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(_RESOURCES, _RESOURCES)
+def test_resource_arithmetic_takes_the_general_way_s_answers(a, b):
+    """Sums, differences and fits taken field by field (the usual case: no custom
+    resources, or the same ones) equal those worked out name by name."""
+    assert a + b == a._combine_generally(b, +1)
+    assert a - b == a._combine_generally(b, -1)
+    assert a.fits(b) == _fits_generally(a, b)
