@@ -243,11 +243,11 @@ class Autoclusterer:
             # Jobs of one cluster that have no significant attribute of their own (the jobs of
             # one `queue N`, mostly) share their cluster's signature: worked out once per cluster.
             cad = getattr(job, "cad", None)
-            memo = cad.ac_memo if cad is not None else None
-            if memo is not None and memo[0] == self.generation and memo[1] == cad.version:
+            memo = self._cluster_memo(cad)
+            if memo is not None:
                 attrs = memo[3]
                 own = job.own
-                if (not own or own.keys().isdisjoint(attrs)) and cad.derived.keys().isdisjoint(attrs):
+                if not own or own.keys().isdisjoint(attrs):
                     job.ac_id, job.ac_attrs, job.ac_attrs_lower, job.ac_generation = \
                         memo[2], attrs, memo[4], self.generation
                     self.ids_assigned += 1
@@ -274,6 +274,17 @@ class Autoclusterer:
         self.assign_seconds += time.perf_counter() - t0
         return ac
 
+    def _cluster_memo(self, cad: Any) -> tuple | None:
+        """The cluster's shared signature (ClusterAd.ac_memo) if it holds now: worked out for
+        this generation and this version of the cluster, and none of the attributes each job
+        makes from its number is significant. A job takes it unless it has a significant
+        value of its own."""
+        memo = cad.ac_memo if cad is not None else None
+        if memo is not None and memo[0] == self.generation and memo[1] == cad.version \
+                and cad.derived.keys().isdisjoint(memo[3]):
+            return memo
+        return None
+
     def for_pass(self) -> Callable[[JobLike], int]:
         """assign(), for one pass over many jobs during which neither the jobs nor the
         significant attributes change (a request list built in one go). It checks a
@@ -292,9 +303,7 @@ class Autoclusterer:
             if cad is None or not self.cfg.enabled:
                 return assign(job)
             if cad is not last_cad:
-                last_cad, memo = cad, cad.ac_memo
-                good = memo if (memo is not None and memo[0] == gen and memo[1] == cad.version
-                                and cad.derived.keys().isdisjoint(memo[3])) else None
+                last_cad, good = cad, self._cluster_memo(cad)
             if good is not None:
                 own = job.own
                 if not own or own.keys().isdisjoint(good[3]):
