@@ -74,6 +74,11 @@ def name_pattern(names: Sequence[str]) -> str:
 _INSTANCE_ITEM = re.compile(r"; (" + name_pattern(INSTANCE_ATTR_NAMES) + r") = ([^;]*)")
 _WORDS = frozenset(("true", "false", "undefined", "error"))
 _CACHE_LIMIT = 20_000
+# Cuts compiled into templates: the most recently used few are tried on each new text, and
+# a cut is compiled once the general split has made it this many times (a pool whose every
+# ad has a shape of its own would otherwise compile a pattern per ad).
+_TEMPLATES_TRIED = 4
+_TEMPLATE_AFTER = 2
 
 
 def is_literal_text(text: str) -> bool:
@@ -110,6 +115,27 @@ class Shape:
         self.memo: dict[str, Any] = {}          # per-shape results others compute (weights, policies)
         self.got: dict[str, Any] = {}           # SlotView.get results of shape attributes
         self.dependent = bool(machine_refs & INSTANCE_ATTRS)   # its expressions look at instance attributes
+
+
+class Template:
+    """A shape's cut as one anchored pattern: its pieces literally, each instance value as
+    `([^;]*)`. A text the pattern matches whole falls apart exactly as `_INSTANCE_ITEM.split`
+    would cut it. No cut can start inside a piece: a match of `; Name = ` that begins in a
+    piece ends inside it (what follows a piece starts with ';' or ends the text), so the
+    split, which found none in those same pieces when it learnt the cut, finds none now;
+    and each value runs to the next ';' as the split's does, since every piece after a
+    value starts with ';' or is the text's end. So the match's groups are the values, and
+    the shape and names are the template's. About a third of the split's cost on the
+    bench's slot ads, and no join and hash of the shape's text."""
+
+    __slots__ = ("fullmatch", "shape", "names")
+
+    def __init__(self, pieces: Sequence[str], names: tuple[str, ...], shape: Shape) -> None:
+        pattern = re.escape(pieces[0]) + "".join(
+            f"; {re.escape(n)} = ([^;]*)" + re.escape(piece) for n, piece in zip(names, pieces[1:]))
+        self.fullmatch = re.compile(pattern).fullmatch
+        self.shape = shape
+        self.names = names
 
 
 class SlotView:
@@ -294,6 +320,8 @@ class SlotCache:
         self._shapes: dict[str, Shape] = {}
         self._expr_refs: dict[str, frozenset[str]] = {}   # value text -> machine refs (empty: not an expression)
         self._shape_ids = 0
+        self._templates: list[Template] = []               # most recently matched first
+        self._cuts: dict[tuple[int, tuple[str, ...]], int] = {}   # (shape id, names) -> times split
 
     def view(self, text: str, ad: classad2.ClassAd | None = None,
              parse: Callable[[str], classad2.ClassAd] | None = None) -> SlotView:
@@ -319,6 +347,9 @@ class SlotCache:
             self._by_text = {v.text: v for v in live}
         if len(self._shapes) > 4 * len(live) + 1000:
             self._shapes.clear()
+            self._templates.clear()
+        if len(self._cuts) > 4 * len(live) + 1000:
+            self._cuts.clear()
         if len(self._expr_refs) > _CACHE_LIMIT:
             self._expr_refs.clear()
 
@@ -327,10 +358,14 @@ class SlotCache:
                    parse: Callable[[str], classad2.ClassAd]) -> SlotView | None:
         if not (text.startswith("[ ") and text.endswith(" ]")) or "\\" in text or "'" in text:
             return None
-        parts = _INSTANCE_ITEM.split("; " + text[2:-2])
-        shape_text = "".join(parts[0::3])
-        names = tuple(parts[1::3])
-        values = tuple(parts[2::3])
+        inner = "; " + text[2:-2]
+        template = self._template_of(inner)
+        if template is not None:
+            shape, names, values = template
+        else:
+            parts = _INSTANCE_ITEM.split(inner)
+            names = tuple(parts[1::3])
+            values = tuple(parts[2::3])
         # Every cut must fall between attributes, never inside a string literal (without
         # escapes, the odd pieces between quotes are the strings' insides). Checked in two
         # halves: each cut-out value holds an even number of quotes (its strings whole:
@@ -342,20 +377,11 @@ class SlotCache:
         pieces = "\x00".join(values).split('"')
         if not len(pieces) & 1 or "\x00" in "".join(pieces[1::2]):
             return None
-        shape = self._shapes.get(shape_text)
-        if shape is None:
-            shape_pieces = shape_text.split('"')
-            if not len(shape_pieces) & 1 or ";" in "".join(shape_pieces[1::2]):
+        if template is None:
+            learnt = self._learn_shape(text, ad, parse, parts, names)
+            if learnt is None:
                 return None
-            ad = ad if ad is not None else parse(text)
-            items = ads.ad_items(ad, text)
-            removed = set(names)
-            if not removed <= {k for k, _ in items}:
-                return None  # the ad is not what the text says
-            kept = tuple(sorted((k.lower(), t) for k, t in items
-                                if k not in removed and k.lower() != _CURRENT_TIME))
-            shape = self._new_shape(kept, ad)
-            self._shapes[shape_text] = shape
+            shape, ad = learnt
         refs = shape.machine_refs
         exprs: tuple[tuple[str, str], ...] = ()
         # Instance values are nearly always string or integer literals: then, outside the
@@ -370,6 +396,47 @@ class SlotCache:
                         refs = refs | extra
             exprs = tuple(found)
         return SlotView(text, ad, parse, shape, names, values, refs, exprs)
+
+    def _template_of(self, inner: str) -> tuple[Shape, tuple[str, ...], tuple[str, ...]] | None:
+        """(shape, names, values) of a text that one of the recent templates matches whole."""
+        templates = self._templates
+        for i, t in enumerate(templates):
+            m = t.fullmatch(inner)
+            if m is not None:
+                if i:
+                    templates.insert(0, templates.pop(i))
+                return t.shape, t.names, m.groups()
+        return None
+
+    def _learn_shape(self, text: str, ad: classad2.ClassAd | None, parse: Callable[[str], classad2.ClassAd],
+                     parts: list[str], names: tuple[str, ...]) -> tuple[Shape, classad2.ClassAd | None] | None:
+        """The shape of a text the general split cut into `parts`, learnt at its first sight
+        (with the ad, parsed if need be), and the cut made a template at its second."""
+        shape_text = "".join(parts[0::3])
+        shape = self._shapes.get(shape_text)
+        if shape is None:
+            shape_pieces = shape_text.split('"')
+            if not len(shape_pieces) & 1 or ";" in "".join(shape_pieces[1::2]):
+                return None
+            ad = ad if ad is not None else parse(text)
+            items = ads.ad_items(ad, text)
+            removed = set(names)
+            if not removed <= {k for k, _ in items}:
+                return None  # the ad is not what the text says
+            kept = tuple(sorted((k.lower(), t) for k, t in items
+                                if k not in removed and k.lower() != _CURRENT_TIME))
+            shape = self._new_shape(kept, ad)
+            self._shapes[shape_text] = shape
+        cut = (shape.id, names)
+        seen = self._cuts[cut] = self._cuts.get(cut, 0) + 1
+        if seen == _TEMPLATE_AFTER:
+            try:
+                template = Template(parts[0::3], names, shape)
+            except (re.error, RecursionError, OverflowError):
+                return shape, ad    # (a pattern re cannot take: the split stays the way)
+            self._templates.insert(0, template)
+            del self._templates[_TEMPLATES_TRIED:]
+        return shape, ad
 
     def _slow_view(self, text: str, ad: classad2.ClassAd, parse: Callable[[str], classad2.ClassAd]) -> SlotView:
         """Attribute by attribute: the ad's shape is its own."""

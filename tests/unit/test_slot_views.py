@@ -5,6 +5,8 @@ import random
 import re
 
 import classad2
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from daemons.core import ads
 from daemons.negotiator.matchmaker import Matchmaker, MatchPolicy, symmetric_match
@@ -193,3 +195,81 @@ def test_strings_holding_cut_like_text_read_as_the_library_reads_them():
         for attr in ("Name", "Machine", "ClaimId", "Note", "Other", "SlotID", "Cpus", "Start"):
             assert v.get(attr) == ads.get(ad, attr), (attr, text)
     assert fast > 50    # the plain ads of a known shape were not parsed
+
+
+class _SplitOnly(SlotCache):
+    """The cache as it reads without templates: every text cut by the general split."""
+
+    fast = 0
+
+    def _template_of(self, inner):
+        return None
+
+    def _fast_view(self, text, ad, parse):
+        v = super()._fast_view(text, ad, parse)
+        self.fast += v is not None
+        return v
+
+
+_BITS = ["; Name = ", ";", "; SlotID = 7", " = ", "x", "Machine", '"', "; ClaimId = \"", "q", "1", "-"]
+
+
+@st.composite
+def _pool_texts(draw):
+    """Texts of slots of a few shapes, with instance values that are plain, odd or cut-like,
+    in any order, some repeated (the collector's same ad again)."""
+    shapes = draw(st.lists(st.fixed_dictionaries({
+        "Memory": st.sampled_from([2048, 4096]),
+        "Note": st.one_of(st.none(), st.lists(st.sampled_from(_BITS), max_size=3).map("".join))}),
+        min_size=1, max_size=3))
+    texts = []
+    for i in range(draw(st.integers(1, 12))):
+        extra = dict(draw(st.sampled_from(shapes)))
+        if extra["Note"] is None:
+            del extra["Note"]
+        for attr in draw(st.lists(st.sampled_from(["Name", "Machine", "ClaimId", "JobId"]), max_size=2, unique=True)):
+            extra[attr] = draw(st.one_of(st.lists(st.sampled_from(_BITS), max_size=4).map("".join),
+                                         st.integers(-5, 10**6)))
+        if draw(st.booleans()):
+            extra["EnteredCurrentState"] = draw(st.integers(0, 10**9))
+        text = slot_text(f"h{draw(st.integers(0, 5))}", draw(st.integers(1, 3)), **extra)
+        tail = draw(st.sampled_from(["", "; Zeta = 5", "; JobStart = 7", '; Zeta = "a; Name = b"']))
+        texts.append(text[:-2] + tail + " ]")   # another shape that only adds an attribute at the end
+    return texts
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(_pool_texts())
+def test_a_template_reads_every_text_as_the_general_split_does(texts):
+    """A text a learnt cut's template matches gives the view the general split gives:
+    the same instance names and values, the same shape's attributes and references, or
+    the slow way for both; and every view's attributes are the ad's."""
+    with_templates, split_only = SlotCache(), _SplitOnly()
+    used = [0]
+    template_of = with_templates._template_of
+
+    def counted(inner):
+        found = template_of(inner)
+        used[0] += found is not None
+        return found
+    with_templates._template_of = counted
+    for text in texts * 3:   # a cut is compiled at its second sight: later texts meet templates
+        a, b = with_templates.view(text, None, classad2.ClassAd), split_only.view(text, None, classad2.ClassAd)
+        assert (a.names, a.values, a.shape.items, a.machine_refs, a.parsed) == \
+               (b.names, b.values, b.shape.items, b.machine_refs, b.parsed), text
+        ad = classad2.ClassAd(text)
+        assert a.items == tuple(sorted((k.lower(), t) for k, t in ads.ad_items(ad, text) if k != "CurrentTime"))
+        with_templates._by_text.clear()   # read every text afresh, not from the cache of texts
+        split_only._by_text.clear()
+    if split_only.fast:   # a text read the cheap way was read so three times: its template met it
+        assert used[0] > 0
+
+
+def test_templates_are_used_for_a_pool_of_few_shapes():
+    cache = SlotCache()
+    texts = [slot_text(f"h{i}", s, EnteredCurrentState=i) for i in range(50) for s in (1, 2)]
+    views = [cache.view(t, None, classad2.ClassAd) for t in texts]
+    assert len(cache._templates) == 1 and len({v.shape.id for v in views}) == 1
+    assert not any(v.parsed for v in views[2:])
+    m = cache._templates[0].fullmatch("; " + texts[-1][2:-2])
+    assert m is not None and m.groups() == views[-1].values
