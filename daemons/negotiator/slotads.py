@@ -75,10 +75,12 @@ _INSTANCE_ITEM = re.compile(r"; (" + name_pattern(INSTANCE_ATTR_NAMES) + r") = (
 _WORDS = frozenset(("true", "false", "undefined", "error"))
 _CACHE_LIMIT = 20_000
 # Cuts compiled into templates: the most recently used few are tried on each new text, and
-# a cut is compiled once the general split has made it this many times (a pool whose every
-# ad has a shape of its own would otherwise compile a pattern per ad).
+# a cut is compiled once the general split has made it this many times. A template read
+# saves about 6 µs of a split and a compile costs about 1.5 ms: the cut is compiled once
+# the splits it could have saved have cost what the compile does (the rent-or-buy rule,
+# never more than twice the better choice in hindsight). A shape per ad never compiles.
 _TEMPLATES_TRIED = 4
-_TEMPLATE_AFTER = 2
+TEMPLATE_AFTER = 256
 
 
 def is_literal_text(text: str) -> bool:
@@ -118,22 +120,26 @@ class Shape:
 
 
 class Template:
-    """A shape's cut as one anchored pattern: its pieces literally, each instance value as
-    `([^;]*)`. A text the pattern matches whole falls apart exactly as `_INSTANCE_ITEM.split`
-    would cut it. No cut can start inside a piece: a match of `; Name = ` that begins in a
-    piece ends inside it (what follows a piece starts with ';' or ends the text), so the
-    split, which found none in those same pieces when it learnt the cut, finds none now;
-    and each value runs to the next ';' as the split's does, since every piece after a
-    value starts with ';' or is the text's end. So the match's groups are the values, and
-    the shape and names are the template's. About a third of the split's cost on the
-    bench's slot ads, and no join and hash of the shape's text."""
+    """A shape's cut as one anchored pattern: each piece of the shape's text as a group of
+    its length, each instance attribute as `; Name = ([^;]*)`. A text the pattern matches
+    whole, whose piece groups are the shape's pieces, falls apart exactly as
+    `_INSTANCE_ITEM.split` would cut it. No cut can start inside a piece: a match of
+    `; Name = ` that begins in a piece ends inside it (what follows a piece starts with
+    ';' or ends the text), so the split, which found none in those same pieces when it
+    learnt the cut, finds none now; and each value runs to the next ';' as the split's
+    does, since every piece after a value starts with ';' or is the text's end. So the
+    values are the match's other groups, and the shape and names are the template's.
+    About a third of the split's cost on the bench's slot ads, and no join and hash of
+    the shape's text. (Pieces as lengths, compared afterwards as strings, keep the
+    pattern short: re compiles a long literal slowly, character by character.)"""
 
-    __slots__ = ("fullmatch", "shape", "names")
+    __slots__ = ("fullmatch", "pieces", "shape", "names")
 
     def __init__(self, pieces: Sequence[str], names: tuple[str, ...], shape: Shape) -> None:
-        pattern = re.escape(pieces[0]) + "".join(
-            f"; {re.escape(n)} = ([^;]*)" + re.escape(piece) for n, piece in zip(names, pieces[1:]))
-        self.fullmatch = re.compile(pattern).fullmatch
+        pattern = f"(.{{{len(pieces[0])}}})" + "".join(
+            f"; {re.escape(n)} = ([^;]*)(.{{{len(piece)}}})" for n, piece in zip(names, pieces[1:]))
+        self.fullmatch = re.compile(pattern, re.DOTALL).fullmatch
+        self.pieces = tuple(pieces)
         self.shape = shape
         self.names = names
 
@@ -321,6 +327,7 @@ class SlotCache:
         self._expr_refs: dict[str, frozenset[str]] = {}   # value text -> machine refs (empty: not an expression)
         self._shape_ids = 0
         self._templates: list[Template] = []               # most recently matched first
+        self.template_after = TEMPLATE_AFTER
         self._cuts: dict[tuple[int, tuple[str, ...]], int] = {}   # (shape id, names) -> times split
 
     def view(self, text: str, ad: classad2.ClassAd | None = None,
@@ -403,15 +410,18 @@ class SlotCache:
         for i, t in enumerate(templates):
             m = t.fullmatch(inner)
             if m is not None:
-                if i:
-                    templates.insert(0, templates.pop(i))
-                return t.shape, t.names, m.groups()
+                groups = m.groups()
+                if groups[0::2] == t.pieces:
+                    if i:
+                        templates.insert(0, templates.pop(i))
+                    return t.shape, t.names, groups[1::2]
         return None
 
     def _learn_shape(self, text: str, ad: classad2.ClassAd | None, parse: Callable[[str], classad2.ClassAd],
                      parts: list[str], names: tuple[str, ...]) -> tuple[Shape, classad2.ClassAd | None] | None:
         """The shape of a text the general split cut into `parts`, learnt at its first sight
-        (with the ad, parsed if need be), and the cut made a template at its second."""
+        (with the ad, parsed if need be); the cut is made a template when it has been
+        split `template_after` times."""
         shape_text = "".join(parts[0::3])
         shape = self._shapes.get(shape_text)
         if shape is None:
@@ -429,7 +439,7 @@ class SlotCache:
             self._shapes[shape_text] = shape
         cut = (shape.id, names)
         seen = self._cuts[cut] = self._cuts.get(cut, 0) + 1
-        if seen == _TEMPLATE_AFTER:
+        if seen == self.template_after:
             try:
                 template = Template(parts[0::3], names, shape)
             except (re.error, RecursionError, OverflowError):

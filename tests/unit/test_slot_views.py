@@ -245,6 +245,7 @@ def test_a_template_reads_every_text_as_the_general_split_does(texts):
     the same instance names and values, the same shape's attributes and references, or
     the slow way for both; and every view's attributes are the ad's."""
     with_templates, split_only = SlotCache(), _SplitOnly()
+    with_templates.template_after = 2
     used = [0]
     template_of = with_templates._template_of
 
@@ -265,11 +266,16 @@ def test_a_template_reads_every_text_as_the_general_split_does(texts):
         assert used[0] > 0
 
 
-def test_templates_are_used_for_a_pool_of_few_shapes():
+def test_a_cut_becomes_a_template_once_split_often_enough():
     cache = SlotCache()
+    cache.template_after = 10
     texts = [slot_text(f"h{i}", s, EnteredCurrentState=i) for i in range(50) for s in (1, 2)]
-    views = [cache.view(t, None, classad2.ClassAd) for t in texts]
+    views = [cache.view(t, None, classad2.ClassAd) for t in texts[:9]]
+    assert not cache._templates
+    views += [cache.view(t, None, classad2.ClassAd) for t in texts[9:]]
     assert len(cache._templates) == 1 and len({v.shape.id for v in views}) == 1
-    assert not any(v.parsed for v in views[2:])
-    m = cache._templates[0].fullmatch("; " + texts[-1][2:-2])
-    assert m is not None and m.groups() == views[-1].values
+    assert not any(v.parsed for v in views[1:])
+    assert cache._template_of("; " + texts[-1][2:-2]) == (views[0].shape, views[-1].names, views[-1].values)
+    # A text of the same lengths whose pieces differ is not the template's.
+    other = texts[-1].replace('"Unclaimed"', '"Unclaimex"')
+    assert cache._template_of("; " + other[2:-2]) is None
