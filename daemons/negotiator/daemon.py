@@ -289,36 +289,30 @@ class NegotiatorDaemon(SessionsMixin, Daemon):
         for problem in self.cfg.problems:
             log.error("configuration: %s", problem)
         cycle = Cycle(self.cfg.cycle_policy, self.accountant, None, submitters, 0.0, 1.0)
+        cycle.pool_weight, cycle.min_weight = account(views, self.accountant, rec.start, cycle.ancestry_of,
+                                                      self.cfg.use_slot_weights)
+        rec.pool_weight = cycle.pool_weight
+        phase("accounting")
         sig = self.significant.compute_views(views, self.cfg.policy_exprs(), self.cfg.job_constraint)
         if sig != self.significant_attrs:
             log.info("Significant attributes: %s", ",".join(sig))
             self.significant_attrs = sig
         rec.significant = len(sig)
         phase("significant")
+        mm = Matchmaker.from_views(views, self.cfg.policy, rec.start, self._slot_cache,
+                                   use_slot_weights=self.cfg.use_slot_weights, preemption=self._preemption,
+                                   remote_attrs=cycle.remote_attrs, significant=sig,
+                                   inserted_refs=self.significant.inserted_refs)
+        mm.count_jobs_in_slot = self.cfg.depth_first
+        cycle.mm = mm
+        rec.slot_groups = len(mm.groups)
+        phase("group")
         watchers: list[asyncio.Future] = []
         try:
             self._rec = rec
             if self.cfg.prefetch_requests:
-                # Asked for as soon as the significant attributes are known: a schedd works
-                # out its autoclusters and request lists (all of them again when the
-                # attributes change) while this process does its accounting and groups the
-                # slots, on the other core. The prefetch's order is the priorities' as aged
-                # to now, which the accounting's usage does not change.
-                self.accountant.update_priorities(rec.start)
                 watchers = self._prefetch(cycle, rec)
             phase("prefetch")
-            cycle.pool_weight, cycle.min_weight = account(views, self.accountant, rec.start, cycle.ancestry_of,
-                                                          self.cfg.use_slot_weights)
-            rec.pool_weight = cycle.pool_weight
-            phase("accounting")
-            mm = Matchmaker.from_views(views, self.cfg.policy, rec.start, self._slot_cache,
-                                       use_slot_weights=self.cfg.use_slot_weights, preemption=self._preemption,
-                                       remote_attrs=cycle.remote_attrs, significant=sig,
-                                       inserted_refs=self.significant.inserted_refs)
-            mm.count_jobs_in_slot = self.cfg.depth_first
-            cycle.mm = mm
-            rec.slot_groups = len(mm.groups)
-            phase("group")
             await self._run(cycle, rec)
         finally:
             self._prefetched, self._resumed = {}, set()
