@@ -3,7 +3,8 @@
 Beyond HTCondor (seed 000's "Future Work": cluster machine ads as jobs are clustered).
 In a big pool most slot ads differ only in per-instance attributes: Name, SlotID,
 addresses, claim ids, timestamps (`INSTANCE_ATTRS`). An ad's *shape* is its text with
-those attributes cut out, found by one regular expression over the text; everything
+those attributes cut out, found by one regular expression over the text (for a shape
+met often, by a pattern of that shape's cut: `Template`); everything
 that depends only on the rest of the ad is worked out once per shape: the attribute
 texts that group slots for matching, the slot attributes its expressions look at,
 values such as State and SlotWeight, whether it has a consumption policy. Per ad
