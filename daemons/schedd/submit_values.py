@@ -31,8 +31,13 @@ def request_problem(what: str, expr: str) -> str | None:
     A constant must be a finite, non-negative number in range, not a string or a
     boolean; an expression of job or slot attributes is evaluated at match time.
     """
-    v = ads.evaluate(ads.parse_expr(expr))
     shown = expr if len(expr) <= 60 else expr[:60] + "..."
+    try:
+        v = ads.evaluate(ads.parse_expr(expr, what))
+    except ads.AdError as e:
+        # A number printed back beyond a double's range (1.7976931348623155e+308 prints
+        # as 1.797693134862316E+308), or another text the ad's bounds refuse.
+        return str(e)
     if isinstance(v, classad2.Value):     # (an IntEnum: test it before numbers)
         return f"{what} = {shown!r} evaluates to an error" if v == classad2.Value.Error else None
     if isinstance(v, bool):

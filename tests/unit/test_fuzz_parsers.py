@@ -3,14 +3,17 @@ it cleanly (hypothesis; a bounded budget in the default run, `htcpool bench fuzz
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from daemons.fuzz import strategies as S
 from daemons.fuzz import targets as T
 from daemons.fuzz.pool_targets import message_class, rpc_targets
 
-FUZZ = settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+# The same inputs on every run (a failure is the code's, never the draw's); `htcpool bench
+# fuzz --seed N` explores further.
+FUZZ = settings(max_examples=100, deadline=None, database=None, derandomize=True,
+                suppress_health_check=list(HealthCheck))
 
 
 def ok(outcome: tuple[str, str]) -> None:
@@ -19,6 +22,8 @@ def ok(outcome: tuple[str, str]) -> None:
 
 @FUZZ
 @given(S.submit_bytes())
+# Found by a random run: the largest double prints back beyond a double's range.
+@example(b"executable = /bin/sleep\nrequest_cpus = 1.7976931348623155e+308\nqueue\nqueue\n")
 def test_submit_files(data):
     ok(T.submit_parser(data))
 
