@@ -286,17 +286,30 @@ class Matchmaker:
             c.ad[r] = tree
         return amounts, before - after
 
-    def _score(self, request: classad2.ClassAd, rank_of_job, c: Candidate):
-        """(ranks, cost, consumed) if the slot matches the request, else None."""
-        self.evaluations += 1
+    def _score(self, request: classad2.ClassAd, rank_of_job, c: Candidate, matched: dict[tuple, bool] | None = None):
+        """(ranks, cost, consumed) if the slot matches the request, else None. `matched`: the
+        symmetric matches of this request's signature by the slot's match key, for a
+        request that looks at no instance attribute of a slot: slots of one match key
+        differ only in what no Requirements can see (the SlotID that a rank policy looks
+        at splits the bench's three kinds of machine into 24 groups, but not their matches)."""
         consumed: dict[str, int] = {}
         if c.consumption:
+            self.evaluations += 1
             found = self._cp_match(request, c)
             if found is None:
                 return None
             consumed, cost = found
         else:
-            if not symmetric_match(request, c.ad):
+            if matched is None:
+                self.evaluations += 1
+                ok = symmetric_match(request, c.ad)
+            else:
+                key = self._match_key(c)
+                ok = matched.get(key)
+                if ok is None:
+                    self.evaluations += 1
+                    ok = matched[key] = symmetric_match(request, c.ad)
+            if not ok:
                 return None
             cost = self.slot_weight(c)
         pre = self._policy_rank(0, c, request) if self._pre is not None else 0.0
@@ -413,7 +426,7 @@ class Matchmaker:
                     else:
                         scored = scores.get(c.group_key, _UNSCORED)
                         if scored is _UNSCORED:
-                            scored = scores[c.group_key] = self._score(request, rank_of_job, c)
+                            scored = scores[c.group_key] = self._score(request, rank_of_job, c, matched)
                     if scored is None:
                         continue
                     ranks, cost, consumed = scored

@@ -254,3 +254,21 @@ def test_without_inserted_refs_every_negotiator_figure_tells_requests_apart():
     for prio, used in ((0.5, 0.0), (0.5, 1.0)):
         _served(mm, prio, used)
     assert mm.evaluations == 2
+
+
+def test_groups_split_only_by_a_rank_policy_share_their_symmetric_match():
+    """HTCondor's default post-job rank looks at SlotID, so slots 1 - 4 of identical machines
+    are four groups; whether a request matches them is one evaluation, since nothing their
+    Requirements or the request's look at tells them apart. A START that looks at SlotID
+    does tell them apart, and each group is evaluated."""
+    slots = [slot(f"h{i}", sid, 1, 1024) for i in range(10) for sid in (1, 2, 3, 4)]
+    mm = Matchmaker.from_ads(slots, MatchPolicy(PRE, POST), 1000.0)
+    assert len(mm.groups) == 4
+    got, rejection = mm.match_many(request(1, 512), 3)
+    assert rejection is None and mm.evaluations == 1
+    assert [m.slot_name for m in got] == ["slot1@h0", "slot1@h1", "slot1@h2"]   # POST prefers SlotID 1
+    picky = [slot(f"h{i}", sid, 1, 1024, start="MY.SlotID > 2") for i in range(10) for sid in (1, 2, 3, 4)]
+    mm = Matchmaker.from_ads(picky, MatchPolicy(PRE, POST), 1000.0)
+    got, rejection = mm.match_many(request(1, 512), 3)
+    assert mm.evaluations == 4
+    assert [m.slot_name for m in got] == ["slot3@h0", "slot3@h1", "slot3@h2"]
