@@ -244,14 +244,8 @@ class Autoclusterer:
             # one `queue N`, mostly) share their cluster's signature: worked out once per cluster.
             cad = getattr(job, "cad", None)
             memo = self._cluster_memo(cad)
-            if memo is not None:
-                attrs = memo[3]
-                own = job.own
-                if not own or own.keys().isdisjoint(attrs):
-                    job.ac_id, job.ac_attrs, job.ac_attrs_lower, job.ac_generation = \
-                        memo[2], attrs, memo[4], self.generation
-                    self.ids_assigned += 1
-                    return memo[2]
+            if memo is not None and self._takes_memo(job, memo):
+                return memo[2]
             base = self.base_list()
             base_values = job.values(base)
             extra = self._expansion(base, base_values)
@@ -285,6 +279,16 @@ class Autoclusterer:
             return memo
         return None
 
+    def _takes_memo(self, job: JobLike, memo: tuple) -> bool:
+        """Give the job its cluster's shared signature, unless it has a significant value of
+        its own (then False, and it needs one worked out)."""
+        own = job.own
+        if own and not own.keys().isdisjoint(memo[3]):
+            return False
+        job.ac_id, job.ac_attrs, job.ac_attrs_lower, job.ac_generation = memo[2], memo[3], memo[4], self.generation
+        self.ids_assigned += 1
+        return True
+
     def for_pass(self) -> Callable[[JobLike], int]:
         """assign(), for one pass over many jobs during which neither the jobs nor the
         significant attributes change (a request list built in one go). It checks a
@@ -304,12 +308,8 @@ class Autoclusterer:
                 return assign(job)
             if cad is not last_cad:
                 last_cad, good = cad, self._cluster_memo(cad)
-            if good is not None:
-                own = job.own
-                if not own or own.keys().isdisjoint(good[3]):
-                    job.ac_id, job.ac_attrs, job.ac_attrs_lower, job.ac_generation = good[2], good[3], good[4], gen
-                    self.ids_assigned += 1
-                    return good[2]
+            if good is not None and self._takes_memo(job, good):
+                return good[2]
             ac = assign(job)
             last_cad = None     # assign may have left the cluster a memo: read it for the next job
             return ac
