@@ -94,6 +94,11 @@ class _Phases:
         self.into[name] = round(self.into.get(name, 0.0) + now - self.t, 6)
         self.t = now
 
+    def move(self, name: str, seconds: float) -> None:
+        """Count `seconds` just spent under `name` (an earlier phase), not the current one."""
+        self.into[name] = round(self.into.get(name, 0.0) + seconds, 6)
+        self.t += seconds
+
 
 class NegotiatorDaemon(SessionsMixin, Daemon):
     role = "negotiator"
@@ -299,14 +304,21 @@ class NegotiatorDaemon(SessionsMixin, Daemon):
             self.significant_attrs = sig
         rec.significant = len(sig)
         phase("significant")
-        mm = Matchmaker.from_views(views, self.cfg.policy, rec.start, self._slot_cache,
-                                   use_slot_weights=self.cfg.use_slot_weights, preemption=self._preemption,
-                                   remote_attrs=cycle.remote_attrs, significant=sig,
-                                   inserted_refs=self.significant.inserted_refs)
-        mm.count_jobs_in_slot = self.cfg.depth_first
-        cycle.mm = mm
-        rec.slot_groups = len(mm.groups)
         phase("group")
+
+        def group() -> Matchmaker:
+            # When the first request is served (Cycle.matchmaker_later). Its time is the
+            # "group" phase's, not the session's it falls in.
+            t0 = time.perf_counter()
+            mm = Matchmaker.from_views(views, self.cfg.policy, rec.start, self._slot_cache,
+                                       use_slot_weights=self.cfg.use_slot_weights, preemption=self._preemption,
+                                       remote_attrs=cycle.remote_attrs, significant=sig,
+                                       inserted_refs=self.significant.inserted_refs)
+            mm.count_jobs_in_slot = self.cfg.depth_first
+            rec.slot_groups = len(mm.groups)
+            phase.move("group", time.perf_counter() - t0)
+            return mm
+        cycle.matchmaker_later(group)
         watchers: list[asyncio.Future] = []
         try:
             self._rec = rec
@@ -331,9 +343,11 @@ class NegotiatorDaemon(SessionsMixin, Daemon):
             rec.preemptions, rec.order = c.preemptions, c.order
             self._cycle_autoclusters = c.autoclusters
         phase("negotiate")
-        rec.evaluations = mm.evaluations
-        for slot, problem in mm.errors.items():
-            log.error("slot %s: %s", slot, problem)
+        mm = cycle.built_mm
+        if mm is not None:
+            rec.evaluations = mm.evaluations
+            for slot, problem in mm.errors.items():
+                log.error("slot %s: %s", slot, problem)
 
     def _submitters(self, texts: list[str]) -> list[Submitter]:
         out = []

@@ -185,6 +185,9 @@ class SessionsMixin:
                     t1 = clock()
                     spent["session_write"] = spent.get("session_write", 0.0) + t1 - t
                     t = t1
+                if batch.requests and session.cycle.built_mm is None:
+                    session.cycle.mm     # the first request: the slots are grouped now ("group", not serving)
+                    t = clock()
                 for req in batch.requests:
                     if session.stopped:
                         break

@@ -155,6 +155,37 @@ def test_a_failed_session_costs_only_its_submitter():
     assert "  Error: Ignoring submitter for this cycle" in cyc.lines
 
 
+def _lazy(cyc: Cycle) -> list[int]:
+    """`cyc` with its matchmaker built on first use; the list counts the builds."""
+    built, eager = [], cyc.mm
+
+    def build() -> Matchmaker:
+        built.append(1)
+        return eager
+    cyc.matchmaker_later(build)
+    return built
+
+
+def test_slots_are_grouped_only_when_a_request_is_served():
+    # Every schedd answers with no request (its idle jobs all wait for claims already
+    # matched): the cycle ends without grouping the slots.
+    subs = [Submitter("a@d", "s:1", idle=3), Submitter("b@d", "s:2", idle=3)]
+    cyc = cycle([slot(i) for i in range(1, 4)], subs)
+    built = _lazy(cyc)
+    got = summary(run(cyc, {}))
+    assert got == [("a@d", [], DONE), ("b@d", [], DONE)]
+    assert built == [] and cyc.built_mm is None
+
+    # With requests the matchmaker is built once, at the first, and decides as one built before.
+    eager = summary(run(cycle([slot(i) for i in range(1, 4)], subs), {"b@d": [(request("b"), 2)],
+                                                                      "a@d": [(request("a"), 2)]}))
+    cyc = cycle([slot(i) for i in range(1, 4)], subs)
+    built = _lazy(cyc)
+    assert summary(run(cyc, {"b@d": [(request("b"), 2)], "a@d": [(request("a"), 2)]})) == eager
+    assert built == [1] and cyc.built_mm is not None
+    assert [m[0] for _, m, _ in eager] == ["slot1@h", "slot2@h"]
+
+
 def test_every_group_is_negotiated_when_the_pool_is_full():
     groups = hgq.GroupsConfig(groups=tuple(hgq.GroupSpec(g, False, 1 / 3, True, False) for g in ("a", "b", "c")))
     subs = [Submitter(f"{g}.u@d", "s:1", idle=1, weighted_idle=1) for g in ("a", "b", "c")]
