@@ -395,8 +395,7 @@ class ClaimsMixin:
         transaction that also numbers their history records; returns the transaction.
         The records reach the history file once it is committed (write_history)."""
         mark = len(self.queue.retired)
-        lines = self.queue.retire_lines(finished)
-        self.queue.apply(lines)
+        lines = self.queue.retire_jobs(finished)
         txn = self.txlog.append(lines)
         self.queue.retired[mark:] = [replace(r, txn=txn) for r in self.queue.retired[mark:]]
         return txn

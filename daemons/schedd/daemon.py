@@ -308,9 +308,7 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
     # ---- committing changes ---------------------------------------------------
     def change(self, job: Job, changes: dict[str, str | None]) -> int:
         """Apply attribute changes to a job in memory and append them to the log."""
-        lines = self.queue.set_lines(job, changes)
-        self.queue.apply(lines)
-        return self.txlog.append(lines)
+        return self.txlog.append(self.queue.apply_changes(job, changes))
 
     # ---- submit ---------------------------------------------------------------
     async def submit(self, text: str, file: str, owner: str, caller: Caller = Caller(),

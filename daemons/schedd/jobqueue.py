@@ -244,6 +244,61 @@ class JobQueue:
         for line in lines:
             self.apply_op(txlog.parse_op(line, 0, _LIVE))
 
+    def apply_changes(self, job: Job, changes: dict[str, str | None]) -> list[str]:
+        """apply(set_lines(job, changes)), returning those lines, without reading them back
+        and with the queue's indexes brought up to date once for the job, not once per
+        attribute: a job's start and its end change a dozen attributes each, and reading
+        each line back and re-indexing after each was a fifth of a busy schedd's time.
+
+        The same end state as the lines applied one by one (tests/unit/test_request_lists.py
+        compares them on random queues): each attribute takes the path apply_op gives it;
+        only the index updates of the non-first changes are folded into one. A change of
+        the job's submitter (Owner, AccountingGroup), a job not yet filed under one, or a
+        name the log would not read back as one name goes the line-by-line way."""
+        lines = self.set_lines(job, changes)
+        if self.jobs.get(job.key) is not job or not job.submitter or job.cluster < 0 or job.proc < 0:
+            self.apply(lines)
+            return lines
+        named = []
+        for k, v in changes.items():
+            if v is None and k not in job.attrs:
+                continue          # (set_lines leaves it out)
+            name = self.canonical(k)
+            low = name.lower()
+            if low in ("owner", "accountinggroup") or not ads.is_attr_name(name):
+                self.apply(lines)
+                return lines
+            # (A line's empty value reads back as UNDEFINED.)
+            named.append((name, low, None if v is None else v or "UNDEFINED"))
+        if not named:
+            return lines
+        indexed = any(low in _INDEXED for _, low, _ in named)
+        if indexed:
+            before, idle_before = self._contribution(job), self._idle_entry(job)
+        rounding, cad, forgot = self.rounding, job.cad, False
+        for name, low, value in named:
+            if value is not None and low not in _INDEXED and low not in rounding and job.ac_id is None:
+                # apply_op's common case (nothing to re-index), as it takes it.
+                job._classad = job._public = None
+                if cad is not None and name in _DERIVABLE and name not in job.own and name not in cad.attrs \
+                        and self._derives(cad, name, job.cluster, job.proc, value):
+                    continue
+                job.writable()[name] = value
+                continue
+            if value is not None:
+                self._set_value(job.writable(), name, low, value)
+            else:
+                job.delete(name)
+            job._classad = job._public = None
+            if job.ac_id is not None and low in job.ac_attrs_lower:
+                job.forget_autocluster()
+                forgot = True
+        if indexed:
+            self._reindex(job, "", before, idle_before)
+        if forgot and self.listener is not None:
+            self.listener.job_changed(job, job.reserved)
+        return lines
+
     def apply_op(self, op: txlog.Op) -> None:
         key = op.key
         if key == self._last_key:
@@ -557,6 +612,18 @@ class JobQueue:
         lines.append(f"{txlog.END} ")
         pieces.append("\n".join(lines) + "\n")
         return pieces
+
+    def retire_jobs(self, finished: list[tuple[Job, dict[str, str | None]]]) -> list[str]:
+        """apply(retire_lines(finished)), returning those lines: each job's changes as
+        apply_changes makes them, then its history number and its end as apply_op would."""
+        lines: list[str] = []
+        for job, changes in finished:
+            lines += self.apply_changes(job, changes)
+            seq = str(self.history_seq + 1)
+            self.apply_op(txlog.Op(txlog.SET, HEADER_KEY, "HistorySeq", seq))
+            self.apply_op(txlog.Op(txlog.DESTROY, job.id))
+            lines += [txlog.op_set(HEADER_KEY, "HistorySeq", seq), txlog.op_destroy(job.id)]
+        return lines
 
     def retire_lines(self, finished: list[tuple[Job, dict[str, str | None]]]) -> list[str]:
         """One transaction's lines that give each job its final attributes, number its

@@ -49,6 +49,12 @@ OP = st.one_of(
     st.tuples(st.just("cluster_memory"), st.integers(0, 40), st.integers(0, 2)),
     st.tuples(st.just("significant"), st.sampled_from(["RequestMemory", "JobPrio", "Owner", "Foo"])),
     st.tuples(st.just("negotiate"), st.integers(0, 2)),
+    # Several attributes at once, as the schedd starts or ends a job (JobQueue.apply_changes).
+    st.tuples(st.just("changes"), st.integers(0, 40),
+              st.dictionaries(st.sampled_from(["JobStatus", "jobstatus", "JobPrio", "RequestMemory", "RequestCpus",
+                                               "RemoteHost", "NumJobStarts", "ProcId", "Foo"]),
+                              st.sampled_from(["1", "2", "4", "-1", "512", "", '"slot1@h"', None]), max_size=6)),
+    st.tuples(st.just("retire"), st.integers(0, 40), st.sampled_from(["4", "3"])),
 )
 
 
@@ -82,6 +88,10 @@ def act(q: JobQueue, lists: RequestLists, ac: Autoclusterer, op: tuple) -> None:
         q.apply([txlog.op_destroy(job.id)])
     elif kind == "reserve":
         job.reserved = op[2]
+    elif kind == "changes":
+        q.apply_changes(job, op[2])
+    elif kind == "retire":
+        q.retire_jobs([(job, {"JobStatus": op[2], "RemoteHost": None, "CompletionDate": "7"})])
     elif kind == "cluster_memory":
         # A change to the cluster ad reaches every job of the cluster that has not its own value.
         q.apply([txlog.op_set(f"{job.cluster}.-1", "RequestMemory", str(MEMORY[op[2]]))])
@@ -174,3 +184,57 @@ def test_a_pass_assigns_what_assign_does(ops, grown):
     want = {key: (ac.assign(job), job.ac_attrs, job.ac_attrs_lower, job.ac_generation)
             for key, job in sorted(q.jobs.items())}
     assert got == want
+
+
+def state(q: JobQueue) -> dict:
+    """Everything a queue holds that a change can move: each job's text and filing, the
+    counts and indexes, the history records and their numbers."""
+    return {"jobs": {k: (j.text(), j.submitter, j.ac_id, j.status) for k, j in sorted(q.jobs.items())},
+            "counts": q.counts_by_submitter(), "status": q.jobs_by_status(), "owners": dict(q.owner_counts),
+            "idle": {k: list(v) for k, v in q._idle_keys.items() if v},
+            "free": {k: list(v) for k, v in q._free_keys.items() if v},
+            "by_submitter": {k: sorted(v) for k, v in q.by_submitter.items()},
+            "retired": [(r.seq, r.text) for r in q.retired], "history_seq": q.history_seq}
+
+
+def by_lines(q: JobQueue, op: tuple) -> tuple | None:
+    """`op` done the line-by-line way (apply over set_lines / retire_lines), if it is a
+    change of several attributes; None otherwise."""
+    if op[0] not in ("changes", "retire") or not q.jobs:
+        return None
+    job = q.jobs[sorted(q.jobs)[op[1] % len(q.jobs)]]
+    if op[0] == "changes":
+        lines = JobQueue.set_lines(job, op[2])
+    else:
+        lines = q.retire_lines([(job, {"JobStatus": op[2], "RemoteHost": None, "CompletionDate": "7"})])
+    q.apply(lines)
+    return tuple(lines)
+
+
+@settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(OP, min_size=1, max_size=60))
+def test_changes_applied_at_once_leave_the_queue_the_lines_would(ops):
+    # Two queues take the same steps; one applies each job's changes and ends line by line
+    # (the path a replay takes), the other at once (JobQueue.apply_changes, retire_jobs).
+    queues = []
+    for _ in range(2):
+        q = JobQueue("ex.org")
+        ac = Autoclusterer(canon=q.canonical)
+        ac.update_negotiator_attrs(["RequestMemory"])
+        lists = RequestLists(q, ac.assign, lambda ac=ac: ac.generation)
+        submit(q, 0, 3, 0, 0, False)
+        queues.append((q, lists, ac))
+    (slow, slow_lists, slow_ac), (fast, fast_lists, fast_ac) = queues
+    for op in ops:
+        if op[0] in ("changes", "retire") and fast.jobs:
+            job = fast.jobs[sorted(fast.jobs)[op[1] % len(fast.jobs)]]
+            if op[0] == "changes":
+                lines = fast.apply_changes(job, op[2])
+            else:
+                lines = fast.retire_jobs([(job, {"JobStatus": op[2], "RemoteHost": None, "CompletionDate": "7"})])
+            assert tuple(lines) == by_lines(slow, op)
+        else:
+            act(slow, slow_lists, slow_ac, op)
+            act(fast, fast_lists, fast_ac, op)
+        assert state(fast) == state(slow)
+    check(fast, fast_lists, fast_ac)
