@@ -2,7 +2,9 @@
 
 Pure. Every change is a list of log lines (txlog.op_*) applied through `apply`,
 the same code path replay uses, so what is on disk and what is in memory cannot
-disagree. Jobs (job.py) keep their attributes as ClassAd expression text; the jobs of
+disagree; a job's own attribute changes (its start, its end) are applied as the lines
+would be without reading them back (`apply_changes`, held equal to `apply` by a
+property test). Jobs (job.py) keep their attributes as ClassAd expression text; the jobs of
 a cluster share its cluster ad (log key "<cluster>.-1"), holding only what differs.
 """
 from __future__ import annotations
