@@ -320,6 +320,13 @@ class Cycle:
         """The matchmaker if it was built (None if no request ever wanted one)."""
         return self._mm
 
+    def end(self) -> None:
+        """The cycle is over: drop the `later` function, which holds the cycle's slot views
+        and the cycle itself (a reference cycle: unbroken, every unmatched cycle's views
+        waited for the cyclic collector, and the negotiator's peak RSS in `bench throughput`
+        grew from about 120 MB to 190 - 270 MB)."""
+        self._build_mm = None
+
     # ---- accounting ----------------------------------------------------------------------
     def group_of(self, submitter: str) -> hgq.Group | None:
         if not self.groups_by_name:

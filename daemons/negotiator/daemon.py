@@ -284,6 +284,11 @@ class NegotiatorDaemon(SessionsMixin, Daemon):
                                  give_up_after_s=5.0, each=self._view_slot),
             self.collector.query("Submitter", give_up_after_s=5.0))
         phase("query")
+        # The views of ads gone from the pool go now, every cycle: grouping the slots would
+        # (Matchmaker.from_views), but a cycle with no request does not group them, and
+        # forty such cycles in a row kept every one of their texts' views (bench throughput:
+        # the negotiator's peak RSS 117 -> 180 MB).
+        self._slot_cache.trim(views)
         submitters = self._submitters(submitter_texts)
         rec.slots, rec.submitters = len(views), len(submitters)
         log.info("Got ads: %d public and %d private", len(views) + len(submitter_texts), len(views))
@@ -327,6 +332,7 @@ class NegotiatorDaemon(SessionsMixin, Daemon):
             phase("prefetch")
             await self._run(cycle, rec)
         finally:
+            cycle.end()
             self._prefetched, self._resumed = {}, set()
             task = asyncio.current_task()
             if task is not None and task.cancelling():

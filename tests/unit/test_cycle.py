@@ -186,6 +186,31 @@ def test_slots_are_grouped_only_when_a_request_is_served():
     assert [m[0] for _, m, _ in eager] == ["slot1@h", "slot2@h"]
 
 
+def test_an_ended_cycle_is_freed_without_the_cyclic_collector():
+    # The `later` function refers to the cycle (as the negotiator's does, for remote_attrs):
+    # ended, the cycle and what the function holds go as soon as the last reference does.
+    import gc
+    import weakref
+    subs = [Submitter("a@d", "s:1", idle=1)]
+    cyc = cycle([slot(1)], subs)
+    eager = cyc.mm
+
+    def later_of(c: Cycle):
+        return lambda: (c.remote_attrs, eager)[1]
+    cyc.matchmaker_later(later_of(cyc))
+    run(cyc, {})
+    gone = weakref.ref(cyc)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        cyc.end()
+        del cyc
+        assert gone() is None
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def test_every_group_is_negotiated_when_the_pool_is_full():
     groups = hgq.GroupsConfig(groups=tuple(hgq.GroupSpec(g, False, 1 / 3, True, False) for g in ("a", "b", "c")))
     subs = [Submitter(f"{g}.u@d", "s:1", idle=1, weighted_idle=1) for g in ("a", "b", "c")]
