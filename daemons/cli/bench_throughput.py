@@ -104,6 +104,12 @@ def synthetic_slot_ad(index: int, *, my_type: str = "Machine", host: str = SYNTH
 STATUS_NAMES = {1: "idle", 2: "running", 3: "removed", 4: "completed", 5: "held", 6: "transferring", 7: "suspended"}
 
 
+def _expired_ads(status_url: str) -> int | None:
+    """The collector's count of ads it has dropped as stale (its status page), if it says."""
+    n = status_page(status_url).get("expired_total") if status_url else None
+    return n if isinstance(n, int) else None
+
+
 async def _left_over(c: PoolClient, cluster: int, show: int = 10) -> str:
     """What the schedd's queue still holds of the cluster, for a failure message."""
     try:
@@ -179,6 +185,8 @@ async def _throughput_jobs(pool: LocalPool, c: PoolClient, args: argparse.Namesp
     n_jobs, n_machines = args.jobs, args.machines
     cpu0 = daemon_cpu(pool)
     lag0 = await lagreport.take(c)
+    collector_url = pool.daemons["collector"].info.get("status_url", "") if "collector" in pool.daemons else ""
+    expired0 = _expired_ads(collector_url)
     submit_text = THROUGHPUT_SUBMIT.format(jobs=n_jobs)
     wall0 = time.monotonic()
     pool0 = pool_time(pool, TIME_SCALE)
@@ -232,6 +240,7 @@ async def _throughput_jobs(pool: LocalPool, c: PoolClient, args: argparse.Namesp
     wall_s = time.monotonic() - wall0
     pool1 = pool_time(pool, TIME_SCALE)
     cpu1 = daemon_cpu(pool)
+    expired1 = _expired_ads(collector_url)
 
     history = await _completed_history(c, cluster, n_jobs)
     completions = [float(ads.get(h, "CompletionDate") or 0) for h in history]
@@ -263,6 +272,9 @@ async def _throughput_jobs(pool: LocalPool, c: PoolClient, args: argparse.Namesp
         "matching_cycle_wall_ms": [round(r.wall_duration * 1000.0, 1) for r in matching][:10],
         "cycle_history_truncated": truncated,
         "cpu_s": {k: round(cpu1[k] - cpu0.get(k, 0.0), 2) for k in cpu1},
+        # Ads the collector dropped as stale while the jobs ran: every daemon was up, so each
+        # is an update that came later than its lifetime (an overloaded startd).
+        "collector_expired": expired1 - expired0 if expired0 is not None and expired1 is not None else None,
     })
 
     schedd_status = status_page(pool.daemons["schedd"].info.get("status_url", "")) \
@@ -341,6 +353,9 @@ def _table(r: dict[str, Any]) -> list[str]:
         + f", commits {r['schedd_commits']}, fsyncs {r['schedd_fsyncs']}",
         "  schedd's claim calls to startds: "
         + ", ".join(f"{k} {v}" for k, v in r.get("startd_claim_calls", {}).items()),
+        f"  {'ads the collector dropped as stale meanwhile':<44}{_count(r.get('collector_expired')):>10}"
+        + (" (a startd's updates came later than CLASSAD_LIFETIME: overloaded)"
+           if r.get("collector_expired") else ""),
         f"collector, from this process (one ad of {r['ad_attrs']} attributes):",
         f"  {'UpdateAds of one ad, mean / p50 / p90':<44}{r['ad_update_ms']:>10.3f} / {r['ad_update_p50_ms']:.3f} / "
         f"{r['ad_update_p90_ms']:.3f} ms ({AD_UPDATES} calls)",
@@ -354,6 +369,10 @@ def _table(r: dict[str, Any]) -> list[str]:
         cpu = r["cpu_s"].get(key)
         lines.append(f"  {key:<12}{r['peak_rss_mb'][key]:>12.1f}{cpu if cpu is not None else float('nan'):>14.2f}")
     return lines
+
+
+def _count(n: int | None) -> str:
+    return "?" if n is None else f"{n:,}"
 
 
 def _one_run(args: argparse.Namespace, emit: Callable[[str], None], label: str = "") -> dict[str, Any] | None:

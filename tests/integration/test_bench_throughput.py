@@ -35,6 +35,9 @@ def test_bench_throughput_reports_lag_and_profiles_every_daemon(tmp_path):
     assert {k.split()[0] for k in worst} == {"collector", "negotiator", "scheduler", "startdaemon"}, worst
     assert all(v >= 0 for v in worst.values())
     assert ("LAGGED:" in r.stdout) == out["lagged"]
+    # The collector's count of ads it dropped as stale during the run, read from its status page.
+    assert isinstance(out["collector_expired"], int) and out["collector_expired"] >= 0
+    assert "ads the collector dropped as stale meanwhile" in r.stdout
     for key in ("collector", "negotiator", "schedd", "startd1"):
         top = (prof / f"{key}.top.txt").read_text()
         assert top.startswith(f"{key}: ") and " samples at " in top, top
