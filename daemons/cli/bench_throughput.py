@@ -5,9 +5,11 @@ completed (its history must then hold each job, completed, exactly once). Then, 
 same live pool, the wall cost of one collector update of one ad and of one query that
 returns 1,000 slot ads, and each daemon's peak RSS.
 
-The pool runs at a high TIME_SCALE so that pool-time waits (negotiation interval,
-update intervals) cost little wall time and the figures measure the daemons' own
-work. Set HTCPOOL_BENCH_KEEP=1 to keep the state directory (logs, job queue log,
+The pool runs at a high TIME_SCALE (`--time-scale`, 1000 by default) so that pool-time
+waits (negotiation interval, update intervals) cost little wall time and the figures
+measure the daemons' own work. A scale the pool cannot keep up with shows as a LAGGED
+run or as ads the collector dropped as stale (`collector_expired`); at 1,000 machines,
+1000 is such a scale on two cores. Set HTCPOOL_BENCH_KEEP=1 to keep the state directory (logs, job queue log,
 history) for inspection; its path is printed. `--repeat N` runs N times on fresh pools
 and reports the median run (benchkit.median_of_runs): one run on a small shared machine
 moves by more than most changes.
@@ -18,6 +20,7 @@ import argparse
 import asyncio
 import getpass
 import json
+import math
 import os
 import shutil
 import statistics
@@ -37,7 +40,7 @@ from daemons.cli.profiling import Profiler, ProfilerMissing
 from daemons.core import ads
 from daemons.core.config import ConfigError
 
-TIME_SCALE = 1000.0
+TIME_SCALE = 1000.0                  # the default of --time-scale
 NEGOTIATOR_INTERVAL_S = 60           # pool seconds: 60 ms of wall time at TIME_SCALE 1000
 STARTUP_TIMEOUT_S = 120.0            # wall seconds for every machine's ads to reach the collector
 JOBS_TIMEOUT_MIN_S = 300.0           # wall seconds for all jobs to complete (at least)
@@ -176,20 +179,21 @@ async def _throughput(pool: LocalPool, args: argparse.Namespace, emit: Callable[
                 emit("")
                 await asyncio.to_thread(profiler.report, emit)
                 emit("")
-        await _collector_figures(pool, c, result)
+        await _collector_figures(pool, c, result, time_scale_of(args))
     return result
 
 
 async def _throughput_jobs(pool: LocalPool, c: PoolClient, args: argparse.Namespace,
                            emit: Callable[[str], None], result: dict[str, Any]) -> None:
     n_jobs, n_machines = args.jobs, args.machines
+    scale = time_scale_of(args)
     cpu0 = daemon_cpu(pool)
     lag0 = await lagreport.take(c)
     collector_url = pool.daemons["collector"].info.get("status_url", "") if "collector" in pool.daemons else ""
     expired0 = _expired_ads(collector_url)
     submit_text = THROUGHPUT_SUBMIT.format(jobs=n_jobs)
     wall0 = time.monotonic()
-    pool0 = pool_time(pool, TIME_SCALE)
+    pool0 = pool_time(pool, scale)
     cluster, count = await c.submit(submit_text, "bench-throughput.sub", getpass.getuser())
     submit_s = time.monotonic() - wall0
     if count != n_jobs:
@@ -238,7 +242,7 @@ async def _throughput_jobs(pool: LocalPool, c: PoolClient, args: argparse.Namesp
         raise BenchFailed(f"only {progress['completed']} of {n_jobs} jobs completed within "
                           f"{deadline_s:.0f} s of wall time; {await _left_over(c, cluster)}") from None
     wall_s = time.monotonic() - wall0
-    pool1 = pool_time(pool, TIME_SCALE)
+    pool1 = pool_time(pool, scale)
     cpu1 = daemon_cpu(pool)
     expired1 = _expired_ads(collector_url)
 
@@ -262,8 +266,8 @@ async def _throughput_jobs(pool: LocalPool, c: PoolClient, args: argparse.Namesp
         "matches": sum(r.matches for r in window),
         "rejections": sum(r.rejections for r in window),
         "submit_ms": round(submit_s * 1000.0, 1),
-        "first_start_wall_s": round((min(starts) - pool0) / TIME_SCALE, 3) if starts else None,
-        "last_completion_wall_s": round((max(completions) - pool0) / TIME_SCALE, 3) if completions else None,
+        "first_start_wall_s": round((min(starts) - pool0) / scale, 3) if starts else None,
+        "last_completion_wall_s": round((max(completions) - pool0) / scale, 3) if completions else None,
         "hosts_used": len(hosts_used),
         "slots_used": len(dslots_used),
         "progress_polls": progress["polls"],
@@ -290,10 +294,10 @@ async def _throughput_jobs(pool: LocalPool, c: PoolClient, args: argparse.Namesp
 
 
 
-async def _collector_figures(pool: LocalPool, c: PoolClient, result: dict[str, Any]) -> None:
+async def _collector_figures(pool: LocalPool, c: PoolClient, result: dict[str, Any], scale: float) -> None:
     # ---- one ad update (as a daemon does it: its own token, the DAEMON level) -------------
     d = pool.client("condor")
-    now = int(pool_time(pool, TIME_SCALE))
+    now = int(pool_time(pool, scale))
     update_ad = synthetic_slot_ad(0, my_type="Generic", now=now)
     update_ad["Name"] = f"bench-update@{SYNTHETIC_HOST}"
     update_text = [ads.ad_text(update_ad)]
@@ -326,7 +330,7 @@ async def _collector_figures(pool: LocalPool, c: PoolClient, result: dict[str, A
     qry = await time_calls(QUERY_REPEATS, lambda: c.collector.query("Machine", constraint), thousand)
     result["query_1000_ms"] = round(statistics.mean(qry), 2)
     result["query_1000_p50_ms"] = round(statistics.median(qry), 2)
-    result["time_scale"] = TIME_SCALE
+    result["time_scale"] = scale
 
     await d.collector.invalidate("Machine", [f"bench-slot{i}@{SYNTHETIC_HOST}" for i in range(1, QUERY_ADS + 1)])
     await d.collector.invalidate("Generic", [update_ad["Name"]])
@@ -380,7 +384,7 @@ def _one_run(args: argparse.Namespace, emit: Callable[[str], None], label: str =
     keep = os.environ.get(KEEP_ENV, "") not in ("", "0")
     state = Path(tempfile.mkdtemp(prefix="htcpool-bench-"))
     config = state / "condor_config"
-    config.write_text(THROUGHPUT_CONFIG.format(machines=args.machines, cpus=args.cpus, time_scale=TIME_SCALE,
+    config.write_text(THROUGHPUT_CONFIG.format(machines=args.machines, cpus=args.cpus, time_scale=time_scale_of(args),
                                                interval=NEGOTIATOR_INTERVAL_S))
     emit(f"htcpool bench throughput{label}: state in {state}{'' if keep else f' (set {KEEP_ENV}=1 to keep it)'}")
     pool = LocalPool(state / "pool", config, machines=args.machines)
@@ -417,11 +421,19 @@ def _one_run(args: argparse.Namespace, emit: Callable[[str], None], label: str =
     return result
 
 
+def time_scale_of(args: argparse.Namespace) -> float:
+    return float(getattr(args, "time_scale", None) or TIME_SCALE)
+
+
 def bench_throughput(args: argparse.Namespace) -> int:
     for name in ("jobs", "machines", "cpus"):
         if getattr(args, name) < 1:
             print(f"htcpool bench throughput: --{name} must be at least 1", file=sys.stderr)
             return 2
+    scale = getattr(args, "time_scale", TIME_SCALE)
+    if scale is not None and not (math.isfinite(scale) and 1.0 <= scale <= 1e6):
+        print(f"htcpool bench throughput: --time-scale must be from 1 to 1,000,000, not {scale:g}", file=sys.stderr)
+        return 2
     repeat = getattr(args, "repeat", 1)
     if not 1 <= repeat <= MAX_REPEAT:
         print(f"htcpool bench throughput: --repeat must be from 1 to {MAX_REPEAT}", file=sys.stderr)

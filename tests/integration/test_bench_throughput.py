@@ -59,3 +59,15 @@ def test_bench_throughput_repeat_reports_the_median_run():
     assert "the median of 2 runs" in r.stdout
     bad = htcpool("bench", "throughput", "--repeat", "21")
     assert bad.returncode == 2 and "--repeat" in bad.stderr
+
+
+def test_bench_throughput_runs_the_pool_at_the_time_scale_asked_for():
+    r = htcpool("bench", "throughput", "--jobs", "20", "--machines", "2", "--time-scale", "200", "--json",
+                timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["schedd_counters"]["jobs_completed"] == 20
+    assert out["time_scale"] == 200.0 and out["lag"]["time_scale_configured"] == 200.0
+    assert "TIME_SCALE 200" in r.stdout
+    bad = htcpool("bench", "throughput", "--time-scale", "0")
+    assert bad.returncode == 2 and "--time-scale must be from 1" in bad.stderr

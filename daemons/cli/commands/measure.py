@@ -19,6 +19,9 @@ def register(sub) -> None:
     b.add_argument("--jobs", type=int, default=1000)
     b.add_argument("--machines", type=int, default=100)
     b.add_argument("--cpus", type=int, default=8)
+    b.add_argument("--time-scale", type=float, default=1000.0, metavar="X",
+                   help="the pool's TIME_SCALE (default 1000; a scale the pool cannot keep up with is "
+                        "flagged LAGGED, or shows as ads the collector dropped as stale)")
     b.add_argument("--profile", metavar="DIR",
                    help="sample every daemon with py-spy while the jobs run; collapsed stacks and top "
                         "functions into DIR (with --repeat, DIR/run<K>)")
