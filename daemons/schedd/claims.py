@@ -231,6 +231,7 @@ class ClaimsMixin:
         # A query shows the job Running from here on, while the startd is being asked: its
         # record goes to the OS now, so a schedd killed meanwhile does not forget the start.
         self.txlog.write_soon()
+        crashpoint("schedd.start.before_activate")
         job.reserved = False
         try:
             reply = await self.startd_calls.activate_claim(claim.startd_address, startd_pb2.ActivateClaimRequest(
@@ -459,14 +460,16 @@ class ClaimsMixin:
             answered = self.clock.now()
             self.round_trips.add(address, answered, answered - now)
             self._heard(address, now)
-            unknown = set(reply.unknown_claim_ids)
+            unknown, idle = set(reply.unknown_claim_ids), set(reply.idle_claim_ids)
             for c in part:
                 if c.id not in self.claims:
                     continue     # given up while the call was on its way
                 if c.id in unknown:
                     await self._claim_lost(c, "the startd no longer holds the claim")
-                else:
-                    c.last_alive_ok = max(c.last_alive_ok, now)   # an older call may answer after a newer one
+                    continue
+                c.last_alive_ok = max(c.last_alive_ok, now)   # an older call may answer after a newer one
+                if c.id in idle and c.reconnected and c.job is not None:
+                    await self._never_started(c)
 
     async def _give_up_silent(self, address: str, claims: list[ScheddClaim], now: float,
                               why: Callable[[float], str]) -> None:
@@ -528,6 +531,22 @@ class ClaimsMixin:
                                  "RemoteWallClockTime": repr(float(job.attrs.get("RemoteWallClockTime", "0")) + ran),
                                  "CumulativeSlotTime": repr(float(job.attrs.get("CumulativeSlotTime", "0")) + ran),
                                  **(self.renewed_lease(job) or {}), **self.rotate_machine_attrs(job)})
+
+    async def _never_started(self, claim: ScheddClaim) -> None:
+        """A claim rebuilt after a restart runs no job at its startd, which owes us no news
+        of one: the job was marked running (before the startd is asked, as HTCondor's schedd
+        does when it spawns the shadow) and this schedd died before the activation reached
+        the startd. As a shadow whose reconnect finds no starter, the job goes back to the
+        queue, not having run, and the claim is let go."""
+        job = self.queue.jobs.get(claim.job) if claim.job else None
+        reason = "its claim was found running no job after the schedd's restart"
+        claim.job = None
+        if job is not None and job.status == RUNNING and job.attrs.get("ClaimId") == _quote(claim.id):
+            n = self.back_to_idle(job, 0.0, reason)
+            self.log.info("Job %s on %s returned to the queue: %s", job.id, claim.slot_name, reason)
+            await self.txlog.commit(n)
+            self.trigger("advertise")
+        await self._release_claim(claim, "reconnected, running no job")
 
     async def _claim_lost(self, claim: ScheddClaim, reason: str) -> None:
         self.claims.pop(claim.id, None)

@@ -263,7 +263,8 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
             if isinstance(claim_id, str) and claim_id and isinstance(addr, str) and addr:
                 # The claim was last known alive when its lease was last renewed.
                 self.claims[claim_id] = ScheddClaim(claim_id, str(slot), _strip_addr(addr), job.submitter,
-                                                    now, None, job.key, float(renewed or now), job_lease=lease)
+                                                    now, None, job.key, float(renewed or now), job_lease=lease,
+                                                    reconnected=True)
         if expired:
             await self.txlog.commit()
             self.log.info("%d running job(s) returned to the queue: their job lease expired while the schedd "

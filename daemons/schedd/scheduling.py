@@ -31,6 +31,7 @@ class ScheddClaim:
     pending: bool = False
     limits: str = ""                   # ConcurrencyLimits of the job the negotiator matched (claim recycling)
     job_lease: float = 0.0             # the running job's JobLeaseDuration (0.0: none; job_lease_s)
+    reconnected: bool = False          # rebuilt from the job queue after a restart
 
     def lease_s(self, claim_lease_s: float) -> float:
         """How long this schedd waits on a silent startd before it gives the claim up: the

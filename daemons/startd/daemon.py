@@ -283,8 +283,11 @@ class StartdDaemon(UpdatesMixin, ReportsMixin, Daemon):
             self._changed()
         return n
 
-    async def keepalive(self, claim_ids: Iterable[str], schedd_address: str, round_trip: float = 0.0) -> list[str]:
-        """Renew the leases; return the claim ids this startd does not hold.
+    async def keepalive(self, claim_ids: Iterable[str], schedd_address: str, round_trip: float = 0.0,
+                        idle: list[str] | None = None) -> list[str]:
+        """Renew the leases; return the claim ids this startd does not hold. `idle` collects
+        those it holds that run no job and owe the schedd no news of one (a job's exit not
+        yet delivered makes its claim look idle here before the schedd knows the job ended).
 
         News of the claims we no longer hold, not yet delivered (a job's exit while the
         schedd was down), goes to the schedd first: it must learn that a job finished
@@ -292,8 +295,12 @@ class StartdDaemon(UpdatesMixin, ReportsMixin, Daemon):
         The leases of the claims we hold are renewed before anything waits."""
         assert self.model is not None
         # Leases first: a claim we hold must not wait for anything to be renewed.
-        unknown = self.model.keepalive(claim_ids, schedd_address, self.clock.now(), round_trip)
+        found_idle: list[str] = []
+        unknown = self.model.keepalive(claim_ids, schedd_address, self.clock.now(), round_trip, found_idle)
         self._schedd_heard.set()
+        if idle is not None and found_idle:
+            owed = {e.claim_id for e, _ in self._events}
+            idle.extend(i for i in found_idle if i not in owed)
         if unknown:
             await self._deliver_news_of(set(unknown), schedd_address)
             # News that could not be delivered yet (a report still on its way to a busy

@@ -75,10 +75,11 @@ class Startd:
         return [(m, s) for m in self.machines.values() for s in m.slots.values() if s.claim is not None]
 
     def keepalive(self, claim_ids: Iterable[str], schedd_address: str, now: float,
-                  round_trip: float = 0.0) -> list[str]:
+                  round_trip: float = 0.0, idle: list[str] | None = None) -> list[str]:
         """Renew leases; return the ids this startd does not hold. `round_trip`: the schedd's
         longest recent round trip to this startd, pool seconds (bounded: a schedd's word
-        keeps an unnamed claim for at most MAX_ROUND_TRIP_LEASES more leases)."""
+        keeps an unnamed claim for at most MAX_ROUND_TRIP_LEASES more leases). `idle`
+        collects the ids of the claims held that run no job."""
         unknown = []
         schedd_address = sys.intern(schedd_address)
         if schedd_address:
@@ -97,6 +98,8 @@ class Startd:
             c.last_alive = now
             if schedd_address:
                 c.schedd_address = schedd_address
+            if idle is not None and c is s.claim and not c.job_id:
+                idle.append(cid)
         return unknown
 
     def expire_leases(self, now: float, allowance_s: float = 0.0) -> list[JobEvent]:

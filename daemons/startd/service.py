@@ -136,8 +136,9 @@ class StartdService(pb_grpc.StartdServicer):
                         context: grpc.aio.ServicerContext) -> pb.KeepAliveReply:
         # The ids read one at a time from the request: a schedd's keepalive names every claim it
         # holds here, tens of thousands of them, which as a list would be megabytes at once.
-        unknown = await self.d.keepalive(request.claim_ids, request.schedd_address, request.round_trip)
-        return pb.KeepAliveReply(unknown_claim_ids=unknown)
+        idle: list[str] = []
+        unknown = await self.d.keepalive(request.claim_ids, request.schedd_address, request.round_trip, idle)
+        return pb.KeepAliveReply(unknown_claim_ids=unknown, idle_claim_ids=idle)
 
     async def DrainJobs(self, request: pb.DrainJobsRequest, context: grpc.aio.ServicerContext) -> pb.DrainJobsReply:
         how = {pb.DRAIN_HOW_UNSPECIFIED: "graceful", pb.GRACEFUL: "graceful", pb.QUICK: "quick",

@@ -129,3 +129,30 @@ async def test_hold_or_remove_while_the_claim_is_being_made_stops_the_job(make_p
             [job] = await c.jobs("true", history=True)
             assert attr(job, "JobStatus") == 3 and not attr(job, "NumJobStarts")
         assert "Started job 1.0" not in log.read_text()
+
+
+async def test_a_job_marked_running_whose_activation_never_left_runs_once_after_the_restart(make_pool):
+    # The schedd marks a job running (on disk) before it asks the startd to start it, as
+    # HTCondor's does when it spawns the shadow. Killed in between, it finds the job running
+    # on a claim whose startd runs nothing: the job goes back to the queue and runs once.
+    pool = make_pool("NUM_CPUS = 1\n" + PSLOT + "ALIVE_INTERVAL = 20\nMAX_CLAIM_ALIVES_MISSED = 100\n",
+                     start=False)
+    pool.extra_env["HTCPOOL_CRASHPOINTS"] = "schedd.start.before_activate"
+    pool.start()
+    async with pool.client() as c:
+        await wait_slots(c, 1)
+        await c.submit(SLEEP.format(seconds=30, n=1), "one.sub", "carol")
+        schedd = pool.daemons["schedd"]
+
+        async def crashed():
+            return schedd.proc.poll() is not None
+        await wait_for(crashed, timeout_s=60, what="the schedd to crash before the activation")
+        del pool.extra_env["HTCPOOL_CRASHPOINTS"]
+        pool.restart("schedd")
+        history = await wait_jobs(c, "true", 1, history=True, timeout_s=90)
+        assert not await c.jobs("true")
+        assert [attr(j, "JobStatus") for j in history] == [4]
+        log = (pool.state_dir / "log" / "SchedLog").read_text()
+        assert "returned to the queue: its claim was found running no job" in log, log[-3000:]
+        started = (pool.state_dir / "log" / "StartLog").read_text().count("starting job 1.0 ")
+        assert started == 1, (pool.state_dir / "log" / "StartLog").read_text()[-3000:]

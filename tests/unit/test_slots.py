@@ -213,6 +213,17 @@ def test_keepalive_returns_unknown_ids():
     assert m.slots["slot1_1"].claim.last_alive == NOW + 10
 
 
+def test_keepalive_names_the_claims_that_run_no_job():
+    sd = pslot_startd()
+    m = sd.machines["host"]
+    idle = claim(m, m.slots["slot1"])
+    busy = claim(m, m.slots["slot1"])
+    m.activate(m.slots["slot1_2"], job(ProcId="1"), NOW)
+    found: list[str] = []
+    assert sd.keepalive([idle.claim_id, busy.claim_id], SCHEDD, NOW + 10, idle=found) == []
+    assert found == [idle.claim_id]
+
+
 def test_expire_leases_drops_a_claim_not_kept_alive():
     sd = pslot_startd(alive_interval_s=300.0, max_claim_alives_missed=6)
     m = sd.machines["host"]

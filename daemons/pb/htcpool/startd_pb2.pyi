@@ -171,7 +171,9 @@ class KeepAliveRequest(_message.Message):
     def __init__(self, claim_ids: _Optional[_Iterable[str]] = ..., schedd_address: _Optional[str] = ..., round_trip: _Optional[float] = ...) -> None: ...
 
 class KeepAliveReply(_message.Message):
-    __slots__ = ("unknown_claim_ids",)
+    __slots__ = ("unknown_claim_ids", "idle_claim_ids")
     UNKNOWN_CLAIM_IDS_FIELD_NUMBER: _ClassVar[int]
+    IDLE_CLAIM_IDS_FIELD_NUMBER: _ClassVar[int]
     unknown_claim_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, unknown_claim_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    idle_claim_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, unknown_claim_ids: _Optional[_Iterable[str]] = ..., idle_claim_ids: _Optional[_Iterable[str]] = ...) -> None: ...
