@@ -44,26 +44,38 @@ async def test_an_idle_schedd_killed_after_its_jobs_finished_keeps_one_record_ea
         assert all(attr(j, "NumJobStarts") == 1 for j in history)
 
 
-@pytest.mark.parametrize("point", ["schedd.completion.before_commit", "schedd.completion.after_commit",
-                                   "schedd.completion.after_history"])
-async def test_a_crash_at_each_point_of_the_completion_path_records_the_job_once(make_pool, point):
-    # Claims outlive the schedd's restart (a 2,000 pool-second lease: 20 s of wall time, far
-    # beyond even a heavily loaded machine's process start), so each job runs exactly once.
-    pool = make_pool("NUM_CPUS = 2\n" + PSLOT + "ALIVE_INTERVAL = 20\nMAX_CLAIM_ALIVES_MISSED = 100\n",
+def _crashing_pool(make_pool, cpus: int, point: str):
+    """A started pool whose schedd dies at crash point `point`. Claims outlive the schedd's
+    restart (a 2,000 pool-second lease: 20 s of wall time, far beyond even a heavily loaded
+    machine's process start)."""
+    pool = make_pool(f"NUM_CPUS = {cpus}\n" + PSLOT + "ALIVE_INTERVAL = 20\nMAX_CLAIM_ALIVES_MISSED = 100\n",
                      start=False)
     pool.extra_env["HTCPOOL_CRASHPOINTS"] = point
     pool.start()
-    async with pool.client() as c:
-        await wait_slots(c, 1)
-        await c.submit(SLEEP.format(seconds=30, n=2), "two.sub", "bob")
-        # The first completion reaches the crash point and the schedd dies there.
-        schedd = pool.daemons["schedd"]
+    return pool
 
-        async def crashed():
-            return schedd.proc.poll() is not None
-        await wait_for(crashed, timeout_s=60, what=f"the schedd to crash at {point}")
-        del pool.extra_env["HTCPOOL_CRASHPOINTS"]
-        pool.restart("schedd")
+
+async def _submit_crash_and_restart(pool, c, submit: str, point: str) -> None:
+    """Submit, wait for the schedd to die at `point`, and start it again without it."""
+    await wait_slots(c, 1)
+    await c.submit(submit, "jobs.sub", "bob")
+    schedd = pool.daemons["schedd"]
+
+    async def crashed():
+        return schedd.proc.poll() is not None
+    await wait_for(crashed, timeout_s=60, what=f"the schedd to crash at {point}")
+    del pool.extra_env["HTCPOOL_CRASHPOINTS"]
+    pool.restart("schedd")
+
+
+@pytest.mark.parametrize("point", ["schedd.completion.before_commit", "schedd.completion.after_commit",
+                                   "schedd.completion.after_history"])
+async def test_a_crash_at_each_point_of_the_completion_path_records_the_job_once(make_pool, point):
+    # Claims outlive the schedd's restart (_crashing_pool), so each job runs exactly once.
+    pool = _crashing_pool(make_pool, 2, point)
+    async with pool.client() as c:
+        # The first completion reaches the crash point and the schedd dies there.
+        await _submit_crash_and_restart(pool, c, SLEEP.format(seconds=30, n=2), point)
         history = await wait_jobs(c, "true", 2, history=True, timeout_s=90)
         assert not await c.jobs("true")
         await _restart_schedd(pool, c, 2)
@@ -135,20 +147,10 @@ async def test_a_job_marked_running_whose_activation_never_left_runs_once_after_
     # The schedd marks a job running (on disk) before it asks the startd to start it, as
     # HTCondor's does when it spawns the shadow. Killed in between, it finds the job running
     # on a claim whose startd runs nothing: the job goes back to the queue and runs once.
-    pool = make_pool("NUM_CPUS = 1\n" + PSLOT + "ALIVE_INTERVAL = 20\nMAX_CLAIM_ALIVES_MISSED = 100\n",
-                     start=False)
-    pool.extra_env["HTCPOOL_CRASHPOINTS"] = "schedd.start.before_activate"
-    pool.start()
+    point = "schedd.start.before_activate"
+    pool = _crashing_pool(make_pool, 1, point)
     async with pool.client() as c:
-        await wait_slots(c, 1)
-        await c.submit(SLEEP.format(seconds=30, n=1), "one.sub", "carol")
-        schedd = pool.daemons["schedd"]
-
-        async def crashed():
-            return schedd.proc.poll() is not None
-        await wait_for(crashed, timeout_s=60, what="the schedd to crash before the activation")
-        del pool.extra_env["HTCPOOL_CRASHPOINTS"]
-        pool.restart("schedd")
+        await _submit_crash_and_restart(pool, c, SLEEP.format(seconds=30, n=1), point)
         history = await wait_jobs(c, "true", 1, history=True, timeout_s=90)
         assert not await c.jobs("true")
         assert [attr(j, "JobStatus") for j in history] == [4]
