@@ -124,12 +124,13 @@ def submit_chunk(ds: list[float]) -> str:
 
 # ---- one step --------------------------------------------------------------------------
 _LAG_GAUGES = (("_loop_lag_recent_max_pool_seconds", "recent_max_pool_s"),
-               ("_loop_lag_sustained_pool_seconds", "sustained_pool_s"))
+               ("_loop_lag_sustained_pool_seconds", "sustained_pool_s"),
+               ("_update_lag_sustained_pool_seconds", "update_sustained_pool_s"))
 
 
 def loop_lag_from_metrics(text: str) -> dict[str, float]:
-    """A daemon's loop lag gauges read from its /metrics text (recent_max_pool_s,
-    sustained_pool_s): the page is a few KB where /status is the daemon's whole state (a
+    """A daemon's lag gauges read from its /metrics text (recent_max_pool_s,
+    sustained_pool_s, update_sustained_pool_s): the page is a few KB where /status is the daemon's whole state (a
     negotiator's cycle history, encoded twice a second, was a fifth of its busy time)."""
     out: dict[str, float] = {}
     for line in text.splitlines():
@@ -151,7 +152,8 @@ def _metrics_lag(url: str) -> dict[str, float]:
 
 @dataclass
 class Sampler:
-    """Each daemon's worst recent loop lag (pool s) seen on its /metrics in the window."""
+    """Each daemon's worst recent loop lag and worst sustained lag, of its loop or its ad
+    updates (pool s), seen on its /metrics in the window."""
     urls: dict[str, str]
     worst: dict[str, float] = field(default_factory=dict)
     sustained: dict[str, float] = field(default_factory=dict)
@@ -162,7 +164,8 @@ class Sampler:
         for key, lag in zip(self.urls, pages):
             if "recent_max_pool_s" in lag:
                 self.worst[key] = max(self.worst.get(key, 0.0), float(lag["recent_max_pool_s"]))
-                self.sustained[key] = max(self.sustained.get(key, 0.0), float(lag.get("sustained_pool_s", 0.0)))
+                self.sustained[key] = max(self.sustained.get(key, 0.0), float(lag.get("sustained_pool_s", 0.0)),
+                                          float(lag.get("update_sustained_pool_s", 0.0)))
         self.samples += 1
 
 

@@ -13,13 +13,14 @@ from typing import Any
 
 from daemons.core import ads
 
-ATTRS = ["MyType", "Name", "HtcpoolLoopLagMax", "HtcpoolLoopLag", "TimeScale", "HtcpoolTimeScaleChanges",
+ATTRS = ["MyType", "Name", "HtcpoolLoopLagMax", "HtcpoolLoopLag", "HtcpoolUpdateLagMax", "TimeScale", "HtcpoolTimeScaleChanges",
          "HtcpoolLagEvents", "HtcpoolConfiguredTimeScale", "HtcpoolLagPolicy", "HtcpoolMaxLag"]
 
 
 @dataclass(frozen=True)
 class LagSnapshot:
     worst_pool_s: dict[str, float] = field(default_factory=dict)  # "schedd <name>" -> HtcpoolLoopLagMax
+    worst_update_pool_s: dict[str, float] = field(default_factory=dict)   # ... -> HtcpoolUpdateLagMax
     lag_events: int = 0
     time_scale: float | None = None
     configured_time_scale: float | None = None
@@ -35,6 +36,7 @@ def _num(v: Any) -> float | None:
 def snapshot(found: list) -> LagSnapshot:
     """From the daemons' ads (any MyType, projected on ATTRS)."""
     worst: dict[str, float] = {}
+    updates: dict[str, float] = {}
     collector = None
     for a in found:
         my_type = str(ads.get(a, "MyType", ""))
@@ -42,11 +44,14 @@ def snapshot(found: list) -> LagSnapshot:
         if v is None:
             continue
         worst[f"{my_type.lower()} {ads.get(a, 'Name', '?')}"] = v
+        u = _num(ads.get(a, "HtcpoolUpdateLagMax"))
+        if u:
+            updates[f"{my_type.lower()} {ads.get(a, 'Name', '?')}"] = u
         if my_type == "Collector":
             collector = a
     if collector is None:
-        return LagSnapshot(worst)
-    return LagSnapshot(worst, int(_num(ads.get(collector, "HtcpoolLagEvents")) or 0),
+        return LagSnapshot(worst, updates)
+    return LagSnapshot(worst, updates, int(_num(ads.get(collector, "HtcpoolLagEvents")) or 0),
                        _num(ads.get(collector, "TimeScale")), _num(ads.get(collector, "HtcpoolConfiguredTimeScale")),
                        int(_num(ads.get(collector, "HtcpoolTimeScaleChanges")) or 0),
                        str(ads.get(collector, "HtcpoolLagPolicy", "")), _num(ads.get(collector, "HtcpoolMaxLag")))
@@ -69,6 +74,7 @@ def report(before: LagSnapshot, after: LagSnapshot) -> dict[str, Any]:
         "lag_policy": after.policy,
         "max_lag_pool_s": after.max_lag_s,
         "loop_lag_max_pool_s": {k: round(v, 3) for k, v in sorted(after.worst_pool_s.items())},
+        "update_lag_max_pool_s": {k: round(v, 3) for k, v in sorted(after.worst_update_pool_s.items())},
     }
 
 
@@ -84,4 +90,7 @@ def lines(r: dict[str, Any]) -> list[str]:
                 if r["max_lag_pool_s"] is not None else "lag: not reported (no collector ad)")
     out = [head, "  worst event-loop lag since start (pool s): " +
            ", ".join(f"{k} {v:g}" for k, v in r["loop_lag_max_pool_s"].items())]
+    if r.get("update_lag_max_pool_s"):
+        out.append("  worst ad update round past UPDATE_INTERVAL since start (pool s): " +
+                   ", ".join(f"{k} {v:g}" for k, v in r["update_lag_max_pool_s"].items()))
     return out

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -67,6 +68,10 @@ class CollectorDaemon(Daemon):
         # The pool's lag: each daemon's sustained and recent worst loop lag (wall s) as its last ad
         # said, and when it said it.
         self.lags: dict[str, tuple[float, float, float]] = {}
+        # ... and how far its ad updates run past UPDATE_INTERVAL: sustained, recent worst, when said.
+        self.update_lags: dict[str, tuple[float, float, float]] = {}
+        self._faults_seen = 0            # our fault layer's count of fired faults, last looked at
+        self._fault_wall = -math.inf     # when one last fired (wall)
         self.lag_events = {"slowed": 0, "warned": 0, "at_floor": 0, "stopped": 0}
         self.lag_last_change: float | None = None
         self.lag_last_said = 0.0
@@ -97,12 +102,33 @@ class CollectorDaemon(Daemon):
 
     # ---- the pool's lag policy ---------------------------------------------------------------
     def note_lag(self, ad) -> None:
-        """A daemon's ad arrived: remember its sustained loop lag."""
-        lag, worst = ads.get(ad, "HtcpoolLoopLagSustainedWall"), ads.get(ad, "HtcpoolLoopLagWall")
-        if isinstance(lag, (int, float)) and not isinstance(lag, bool):
-            worst = float(worst) if isinstance(worst, (int, float)) and not isinstance(worst, bool) else float(lag)
-            self.lags[f'{str(ads.get(ad, "MyType")).lower()} {ads.get(ad, "Name")}'] = (float(lag), worst,
-                                                                                        time.time())
+        """A daemon's ad arrived: remember its sustained loop lag and update lag."""
+        who = f'{str(ads.get(ad, "MyType")).lower()} {ads.get(ad, "Name")}'
+        for attr, worst_attr, into in (("HtcpoolLoopLagSustainedWall", "HtcpoolLoopLagWall", self.lags),
+                                       ("HtcpoolUpdateLagWall", "HtcpoolUpdateLagRecentWall", self.update_lags)):
+            lag, worst = _number(ads.get(ad, attr)), _number(ads.get(ad, worst_attr))
+            if lag is not None:
+                into[who] = (lag, lag if worst is None else worst, time.time())
+
+    def _heard_lags(self, now_wall: float) -> list[tuple[str, str, float, float]]:
+        """(who, what, sustained, recent worst) of every daemon heard from lately (wall s):
+        its loop, and its ad updates unless a fault fired here lately. A delay injected
+        into our Update calls is pool time and no slower clock shortens it, so for three
+        update intervals after one (the rounds a daemon's figure spans) the daemons'
+        update lag may be the fault's, and is not counted."""
+        if self.faults.fired_total != self._faults_seen:
+            self._faults_seen, self._fault_wall = self.faults.fired_total, now_wall
+        blind = now_wall - self._fault_wall < 3 * self.common.update_interval_s / self.clock.scale + \
+            LAG_REPORT_LIFETIME_S
+        horizon = now_wall - LAG_REPORT_LIFETIME_S
+        out = []
+        for what, lags in (("", self.lags), ("ad updates", self.update_lags)):
+            for who, (lag, worst, heard) in list(lags.items()):
+                if heard < horizon:
+                    del lags[who]  # gone quiet (or gone): its old figure no longer describes the pool
+                elif not (what and blind):
+                    out.append((who, what, lag, worst))
+        return out
 
     def note_clock(self, ad) -> None:
         """A daemon's ad arrived: if it follows a newer clock segment than ours, this collector
@@ -121,22 +147,15 @@ class CollectorDaemon(Daemon):
             self.clock.follow(seg)
         self.lag_last_change = seg.wall
 
-    def worst_recent_lag_wall(self, now_wall: float) -> float:
-        """The worst recent loop lag of any daemon heard from lately (wall s), ours included."""
-        horizon = now_wall - LAG_REPORT_LIFETIME_S
-        return max([self.lag.figures().recent_max_s] +
-                   [worst for _, worst, heard in self.lags.values() if heard >= horizon])
+    def worst_recent_lag_wall(self, now_wall: float, updates: bool = True) -> float:
+        """The worst recent lag of any daemon heard from lately (wall s), ours included: of its
+        loop, and with `updates` of its ad updates."""
+        return max([self.lag.figures().recent_max_s, self.update_lag.recent_max_wall() if updates else 0.0] +
+                   [worst for _, what, _, worst in self._heard_lags(now_wall) if updates or not what])
 
     def current_lags(self, now_wall: float) -> list[DaemonLag]:
-        own = self.lag.figures()
-        out = [DaemonLag(f"collector {self.name}", own.sustained_s)]
-        horizon = now_wall - LAG_REPORT_LIFETIME_S
-        for who, (lag, _, heard) in list(self.lags.items()):
-            if heard < horizon:
-                del self.lags[who]  # gone quiet (or gone): its old figure no longer describes the pool
-            else:
-                out.append(DaemonLag(who, lag))
-        return out
+        out = [DaemonLag(f"collector {self.name}", self.lag.figures().sustained_s)]
+        return out + [DaemonLag(who, lag, what) for who, what, lag, _ in self._heard_lags(now_wall)]
 
     async def _lag_loop(self) -> None:
         while True:
@@ -159,7 +178,8 @@ class CollectorDaemon(Daemon):
         action = lagpolicy.decide(policy, self.current_lags(now_wall), latest.scale, now_wall,
                                   self.lag_last_change)
         if isinstance(action, lagpolicy.Slow):
-            notice = lagpolicy.notice_s(self.worst_recent_lag_wall(now_wall))
+            # Loops only: how long a daemon takes to hear, not how late its updates are.
+            notice = lagpolicy.notice_s(self.worst_recent_lag_wall(now_wall, updates=False))
             seg = self.clock.retime(now_wall + notice, action.scale)
             self.lag_last_change = seg.wall   # the holdoff counts from the switch itself
             self.lag_events["slowed"] += 1
@@ -236,7 +256,9 @@ class CollectorDaemon(Daemon):
                            "configured_time_scale": self.common.time_scale, "events": dict(self.lag_events),
                            "stop": self.lag_stop_reason,
                            "lags_wall_s": {who: {"sustained": lag, "recent_max": worst}
-                                           for who, (lag, worst, _) in self.lags.items()}}
+                                           for who, (lag, worst, _) in self.lags.items()},
+                           "update_lags_wall_s": {who: {"sustained": lag, "recent_max": worst}
+                                                  for who, (lag, worst, _) in self.update_lags.items()}}
         return s
 
     def metrics(self) -> dict[str, Any]:
@@ -250,3 +272,7 @@ class CollectorDaemon(Daemon):
                   "unreachable_addresses": float(len(self.prober.unreachable)),
                   "lag_policy_events_total": {(("event", k),): float(v) for k, v in self.lag_events.items()}})
         return m
+
+
+def _number(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None

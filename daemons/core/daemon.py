@@ -25,25 +25,21 @@ from typing import Any, Awaitable, Callable, Coroutine
 import grpc
 
 from daemons.core import ads
-from daemons.core.clock import CLOCK_SEGMENT_ATTRS, PoolClock, segment_from
+from daemons.core.clock import PoolClock
 from daemons.core.collector_client import CollectorClient
+from daemons.core.clocklag import ClockAndLag
 from daemons.core.common import CommonConfig
 from daemons.core.fault_layer import FaultClientLayer, FaultInjector
 from daemons.core.interceptors import ServerPipeline, StartingGate
-from daemons.core.lag import LagMonitor
+from daemons.core.lag import LagMonitor, RoundLateness
 from daemons.core.network import resolve_host
-from daemons.core.rpc import Channels, bind, call_with_retry, describe, new_server
+from daemons.core.rpc import Channels, bind, describe, new_server
 from daemons.core.security.config import SecurityConfig
 from daemons.core.security.setup import DaemonSecurity
 from daemons.core.status import StatusPage
 from daemons.pb.htcpool import admin_pb2, admin_pb2_grpc, common_pb2
 
 VERSION = "0.1.0"
-# Wall seconds between two looks at the collector's clock: well inside the notice the
-# collector gives of a change of scale, so that every daemon switches at the same instant.
-FOLLOW_CLOCK_S = 0.3
-FOLLOW_GIVE_UP_S = 10.0
-CLOCK_ATTRS = [*CLOCK_SEGMENT_ATTRS, "HtcpoolLagStop", "HtcpoolPoolLagWall"]
 
 
 @dataclass
@@ -60,7 +56,7 @@ class Periodic:
     last_run: float = 0.0              # pool time of the last start
 
 
-class Daemon:
+class Daemon(ClockAndLag):
     role = "daemon"
     my_type = "Generic"
 
@@ -113,6 +109,8 @@ class Daemon:
                                   log=logging.getLogger(f"htcpool.{self.role}.rpc"))
         # How late this process's event loop runs (the lag policy acts on it, pool-wide).
         self.lag = LagMonitor(lambda: self.clock.scale)
+        # How far its ad updates run past UPDATE_INTERVAL (counts as lag too).
+        self.update_lag = RoundLateness()
         self._follow_task: asyncio.Task | None = None
         self.lag_stop_reason = ""
         # The worst recent loop lag of any daemon of the pool (wall s), as the collector last said.
@@ -151,6 +149,7 @@ class Daemon:
 
     def metrics(self) -> dict[str, Any]:
         lag = self.lag.figures()
+        update_wall, update_pool = self.update_lag.sustained()
         return {
             "up": 1.0,
             "pool_time_seconds": self.clock.now(),
@@ -166,6 +165,10 @@ class Daemon:
             "loop_lag_recent_max_pool_seconds": lag.recent_max_pool_s,
             "loop_lag_sustained_pool_seconds": lag.sustained_pool_s,
             "loop_lag_max_pool_seconds": lag.max_pool_s,
+            # How far the ad updates run past UPDATE_INTERVAL: sustained over the last rounds, worst.
+            "update_lag_sustained_seconds": update_wall,
+            "update_lag_sustained_pool_seconds": update_pool,
+            "update_lag_max_pool_seconds": self.update_lag.max_pool_s,
             "periodic_failures_total": float(sum(p.failures for p in self._periodics.values())),
             "advertise_failures_total": float(self._advertise_failures_total),
             "unexpected_errors_total": {(("where", w),): float(n) for w, n in self.errors.items()},
@@ -363,29 +366,6 @@ class Daemon:
             **self.lag_attrs(),
         }
 
-    def lag_attrs(self) -> dict[str, Any]:
-        """How far this daemon's event loop runs behind, for its ad (pool seconds unless Wall)."""
-        lag = self.lag.figures()
-        return {
-            "HtcpoolLoopLag": round(lag.recent_max_pool_s, 3),
-            "HtcpoolLoopLagSustained": round(lag.sustained_pool_s, 3),
-            "HtcpoolLoopLagMax": round(lag.max_pool_s, 3),
-            "HtcpoolLoopLagWall": round(lag.recent_max_s, 4),
-            "HtcpoolLoopLagSustainedWall": round(lag.sustained_s, 4),
-            "HtcpoolTimeScaleChanges": self.clock.changes,
-            **self.clock_attrs(),
-        }
-
-    def clock_attrs(self) -> dict[str, float]:
-        """The clock segment this daemon follows once the pool's scale has changed, for its ad:
-        a collector that restarted and lost the change takes the pool's clock back from these.
-        (Before any change there is nothing to take back; a daemon configured with another
-        POOL_EPOCH than the collector's must not impose it on the pool.)"""
-        if not self.clock.changes and self.clock.pending is None:
-            return {}
-        seg = self.clock.latest()
-        return dict(zip(CLOCK_SEGMENT_ATTRS, (seg.wall, seg.pool, seg.scale)))
-
     async def advertise(self) -> None:
         if self.collector is None:
             return
@@ -407,12 +387,20 @@ class Daemon:
                          self._advertise_backoff_s(), self._advertise_failures)
 
     async def _advertise_or_retry(self) -> None:
+        fired = self.faults.fired_total
         try:
             await self.advertise()
         except Exception as e:
             self._advertise_failed(e)
             asyncio.get_running_loop().call_later(self._advertise_backoff_s(), self.trigger, "advertise")
             return
+        p = self._periodics.get("advertise")
+        if p is not None:
+            if self.faults.fired_total != fired:
+                # An injected delay is pool time, which no slower clock shortens: not lag.
+                self.update_lag.skip()
+            else:
+                self.update_lag.add(self.clock.now() - (p.last_run + p.interval_s), self.clock.scale)
         if self._advertise_failures:
             self.log.info("advertised to %s after %d failed attempt(s)",
                           self.collector.where if self.collector is not None else "the collector",
@@ -447,95 +435,6 @@ class Daemon:
             except Exception as e:
                 self.log.warning("could not withdraw %s ads from the collector: %s", my_type, describe(e))
 
-    async def _learn_clock(self) -> None:
-        """Take the pool's clock from the collector before this daemon's runs: its epoch, unless
-        POOL_EPOCH is configured, and the lag policy's latest change of scale. A daemon
-        restarted in a slowed pool would otherwise count from the epoch at the configured
-        scale, and hold every timer still until the pool caught up with it."""
-        assert self.collector is not None
-        where = self.collector.where
-
-        async def ask() -> list[str]:
-            return await self.collector.query("Collector", projection=["PoolEpoch", "TimeScale", *CLOCK_SEGMENT_ATTRS],
-                                              give_up_after_s=1.0)
-        if self.epoch_known:
-            try:
-                texts = await ask()
-            except Exception as e:
-                # A pool with a configured epoch may start before its collector: keep the
-                # configured clock; _follow_clock takes any change once the collector answers.
-                self.log.info("pool clock not learned from %s (%s): TIME_SCALE %g from POOL_EPOCH",
-                              where, describe(e), self.clock.scale)
-                return
-        else:
-            self.log.info("POOL_EPOCH not configured; asking %s", where)
-            texts = await call_with_retry(f"learning the pool epoch from {where}", ask,
-                                          give_up_after_s=None, logger=self.log)
-        for t in texts:
-            ad = ads.parse_ad(t)
-            if not self.epoch_known:
-                epoch = ads.get(ad, "PoolEpoch")
-                if not isinstance(epoch, (int, float)):
-                    continue
-                self.clock.epoch = float(epoch)
-                self.epoch_known = True
-                self.log.info("pool epoch %.3f learned from the collector", epoch)
-            seg = segment_from(lambda a: ads.get(ad, a))
-            if seg is not None and self.clock.is_newer(seg):
-                self.log.warning("pool clock: TIME_SCALE %g from pool time %.0f, as the collector says (the lag "
-                                 "policy changed it before this daemon started, or the collector counts from "
-                                 "another epoch)", seg.scale, seg.pool)
-                self.clock.adopt(seg)
-            # A lag stop ordered meanwhile is heard by _follow_clock once this daemon is up
-            # (its starter sees it start, then stop saying why).
-            return
-        if not self.epoch_known:
-            raise RuntimeError("the collector's ad has no PoolEpoch")
-
-    def lag_allowance_s(self) -> float:
-        """Pool seconds a deadline set by a peer's action (a claim's lease) is stretched by, so
-        that the pool's own lag never passes for a peer's absence: the worst recent loop lag
-        of the pool (as the collector says) or of this daemon, whichever is more, at the
-        current scale. A peer that is gone stops advertising; its lag then no longer counts."""
-        return max(self.pool_lag_wall, self.lag.figures().recent_max_s) * self.clock.scale
-
-    # ---- one clock for the pool ----------------------------------------------------------
-    async def _follow_clock(self) -> None:
-        """Keep to the collector's clock: a change of scale (the lag policy) or the order to stop."""
-        assert self.collector is not None
-        while True:
-            await asyncio.sleep(FOLLOW_CLOCK_S)
-            try:
-                # Generous: the daemon that lags most is the one that most needs to hear.
-                texts = await self.collector.query("Collector", projection=CLOCK_ATTRS,
-                                                   give_up_after_s=FOLLOW_GIVE_UP_S)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                continue  # an unreachable collector is said by the advertising; keep the clock we have
-            for t in texts:
-                try:
-                    self._adopt_clock(ads.parse_ad(t))
-                except ads.AdError:
-                    continue
-
-    def _adopt_clock(self, ad) -> None:
-        seg = segment_from(lambda a: ads.get(ad, a))
-        if seg is not None:
-            if self.clock.is_newer(seg):
-                self.log.warning("pool clock: TIME_SCALE %g -> %g from pool time %.0f (the collector's lag policy)",
-                                 self.clock.latest().scale, seg.scale, seg.pool)
-                self.clock.follow(seg)
-        pool_lag = ads.get(ad, "HtcpoolPoolLagWall")
-        if isinstance(pool_lag, (int, float)) and not isinstance(pool_lag, bool):
-            self.pool_lag_wall = max(0.0, float(pool_lag))
-        stop = ads.get(ad, "HtcpoolLagStop")
-        if isinstance(stop, str) and stop and not self.lag_stop_reason:
-            self.lag_stop_reason = stop
-            self.log.error("stopping: the pool cannot keep up with its time scale (HTCPOOL_LAG_POLICY = stop): %s",
-                           stop)
-            self.request_shutdown()
-
     def base_status(self) -> dict[str, Any]:
         now = self.clock.now()
         return {
@@ -550,6 +449,8 @@ class Daemon:
             "time_scale_changes": self.clock.changes,
             "pool_epoch": self.clock.epoch,
             "loop_lag": {k: round(v, 4) for k, v in vars(self.lag.figures()).items()},
+            "update_lag": dict(zip(("sustained_s", "sustained_pool_s"), self.update_lag.sustained()),
+                               max_pool_s=self.update_lag.max_pool_s, rounds=self.update_lag.rounds),
             "collector": self.common.collector_host,
             "periodic": {
                 p.name: {"interval_s": p.interval_s, "runs": p.runs, "failures": p.failures,

@@ -48,6 +48,7 @@ class FaultInjector:
         self.fired: Counter[tuple[str, str, str, str]] = Counter()   # (fault, kind, side, method)
         self.fired_by_fault: Counter[str] = Counter()
         self.active: Counter[str] = Counter()
+        self.fired_total = 0         # faults fired on calls, of any kind (a round a fault slowed is no lag)
         self._changed = asyncio.Event()
         self._timer: asyncio.TimerHandle | None = None
         self._clock_since: dict[str, float] = {}     # clock fault id -> wall time it took effect
@@ -130,6 +131,7 @@ class FaultInjector:
         for fid in action.faults:
             self.fired[(fid, kinds.get(fid, "?"), side, method)] += 1
             self.fired_by_fault[fid] += 1
+        self.fired_total += 1
         effect = []
         if action.delay_s:
             effect.append(f"delay {action.delay_s:.2f} s")

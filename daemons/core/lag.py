@@ -148,3 +148,42 @@ class RecentMax:
             q.popleft()
         if not q:
             del self._by_key[key]
+
+
+class RoundLateness:
+    """How far a periodic round's work runs past the start of the next round (pure).
+
+    The event loop's lateness misses a daemon that keeps every callback short but has
+    more work than wall time: a startd emulating a thousand machines whose ad updates,
+    one round per UPDATE_INTERVAL, take longer than the interval. Its timers fire on
+    time; its ads reach the collector later and later, until the collector drops live
+    ads as stale. A round that ends `late` pool seconds after the next one was due is
+    that late, as a timer firing then would be.
+
+    Sustained is the lower median of the last `rounds` rounds, 0 until there are that
+    many: one slow round (a paused peer, a burst at start-up) is not lag, two of three
+    are."""
+
+    def __init__(self, rounds: int = 3) -> None:
+        self._recent: deque[tuple[float, float]] = deque(maxlen=rounds)   # (wall s, pool s) late
+        self.max_pool_s = 0.0
+        self.rounds = 0
+
+    def add(self, late_pool_s: float, scale: float) -> None:
+        late_pool_s = max(0.0, late_pool_s)
+        self._recent.append((late_pool_s / scale if scale > 0 else 0.0, late_pool_s))
+        self.max_pool_s = max(self.max_pool_s, late_pool_s)
+        self.rounds += 1
+
+    def skip(self) -> None:
+        """A round whose time says nothing about this daemon's load (a fault slowed it)."""
+        self._recent.clear()
+
+    def recent_max_wall(self) -> float:
+        return max((r[0] for r in self._recent), default=0.0)
+
+    def sustained(self) -> tuple[float, float]:
+        """(wall s, pool s) late."""
+        if len(self._recent) < (self._recent.maxlen or 1):
+            return 0.0, 0.0
+        return _median([r[0] for r in self._recent]), _median([r[1] for r in self._recent])

@@ -1,7 +1,9 @@
 """What the pool does when a daemon cannot keep up with TIME_SCALE (pure).
 
-Each daemon publishes how late its event loop runs (`HtcpoolLoopLag*` in its ad);
-the collector, which hears from every daemon, decides for the pool:
+Each daemon publishes how late its event loop runs (`HtcpoolLoopLag*` in its ad) and
+how far its ad updates run past UPDATE_INTERVAL (`HtcpoolUpdateLag*`: a daemon with
+more work than wall time keeps its loop on time but falls behind on its rounds); the
+collector, which hears from every daemon, decides for the pool:
 
 - `slow` (the default): lower the time scale so that the worst lag is back under half
   of HTCPOOL_MAX_LAG pool seconds, at most 10x at a time and never below
@@ -42,7 +44,8 @@ class LagPolicy:
 @dataclass(frozen=True)
 class DaemonLag:
     name: str                  # "schedd <name>": what a person reads
-    sustained_wall_s: float    # HtcpoolLoopLagSustainedWall from its ad
+    sustained_wall_s: float    # HtcpoolLoopLagSustainedWall from its ad (or HtcpoolUpdateLagWall)
+    what: str = ""             # "" for its event loop; "ad updates" for its update rounds
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,7 @@ Action = Slow | Stop | Warn | Floor | None
 
 
 def worst(lags: list[DaemonLag]) -> DaemonLag | None:
-    return max(lags, key=lambda d: (d.sustained_wall_s, d.name), default=None)
+    return max(lags, key=lambda d: (d.sustained_wall_s, d.name, d.what), default=None)
 
 
 def decide(policy: LagPolicy, lags: list[DaemonLag], scale: float, now_wall: float,
@@ -84,7 +87,8 @@ def decide(policy: LagPolicy, lags: list[DaemonLag], scale: float, now_wall: flo
     lag_pool = w.sustained_wall_s * scale
     if lag_pool <= policy.max_lag_s:
         return None
-    what = (f"the {w.name} runs {lag_pool:.0f} pool s ({w.sustained_wall_s:.2f} s) behind at TIME_SCALE {scale:g}, "
+    late = f"'s {w.what} run" if w.what else " runs"
+    what = (f"the {w.name}{late} {lag_pool:.0f} pool s ({w.sustained_wall_s:.2f} s) behind at TIME_SCALE {scale:g}, "
             f"more than HTCPOOL_MAX_LAG = {policy.max_lag_s:g}")
     if policy.policy == "warn":
         return Warn(what)

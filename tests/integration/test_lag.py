@@ -7,6 +7,7 @@ ten-thousandth of a pool second): timers are always some microseconds late.
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import time
 import urllib.request
@@ -17,8 +18,10 @@ from daemons.cli.client import wait_for
 from daemons.cli.pool import LocalPool
 from daemons.core import ads
 from daemons.core.clock import PoolClock, Segment
+from daemons.core.fault_admin import fault_to_pb
+from daemons.core.faults import Fault
 
-from .conftest import FAST, SLEEP, attr, wait_jobs
+from .conftest import FAST, SLEEP, attr, wait_jobs, wait_slots
 
 DAEMON_TYPES = ("Collector", "Negotiator", "Scheduler", "StartDaemon")
 LAGS = ("HtcpoolLoopLag", "HtcpoolLoopLagSustained", "HtcpoolLoopLagMax", "HtcpoolLoopLagWall",
@@ -174,3 +177,68 @@ def test_daemons_restarted_after_a_slowdown_keep_the_pools_clock(make_pool):
             seg = await agree(c, "the restarted collector on the pool's clock")
             assert seg.pool_at(time.time()) == pytest.approx(first.pool_at(time.time()), abs=1.0)
     asyncio.run(main())
+
+
+def test_a_startd_whose_ad_updates_overrun_update_interval_lags_though_its_loop_keeps_time(make_pool):
+    # Rounds due every pool second (a millisecond of wall time at TIME_SCALE 1000), each of
+    # which refreshes 300 slot ads: every round ends several pool seconds after the next was
+    # due, while no callback keeps the event loop waiting that long.
+    pool = make_pool("TIME_SCALE = 1000\nUPDATE_INTERVAL = 1\nHTCPOOL_LAG_POLICY = warn\nHTCPOOL_MAX_LAG = 5\n"
+                     "HTCPOOL_LAG_GRACE = 1\n", machines=300)
+    startd = pool.daemons["startd1"].info["status_url"].rstrip("/")
+    collector = pool.daemons["collector"].info["status_url"].rstrip("/")
+
+    def page(url: str) -> str:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.read().decode()
+
+    def gauge(text: str, name: str) -> float:
+        return float(next(line.rpartition(" ")[2] for line in text.splitlines() if line.startswith(name + " ")))
+
+    async def main():
+        async def named():
+            log = (pool.state_dir / "log" / "CollectorLog").read_text()
+            return "'s ad updates run" in log or None
+        await wait_for(named, timeout_s=60, interval_s=0.5, what="the collector's warning about late ad updates")
+    asyncio.run(main())
+    log = (pool.state_dir / "log" / "CollectorLog").read_text()
+    line = next(line for line in log.splitlines() if "'s ad updates run" in line)
+    assert "the startdaemon startd@" in line and "more than HTCPOOL_MAX_LAG = 5" in line
+    assert "results from this stretch of the run are not faithful to TIME_SCALE" in line
+    metrics = page(startd + "/metrics")
+    assert gauge(metrics, "htcpool_startd_update_lag_max_pool_seconds") > 5
+    status = json.loads(page(collector + "/status"))
+    assert any(k.startswith("startdaemon startd@") for k in status["lag_policy"]["update_lags_wall_s"])
+
+
+@pytest.mark.parametrize("side", ["client", "server"])
+def test_ad_updates_a_fault_delays_are_not_lag(make_pool, side):
+    """An injected delay is pool time, which no slower clock would shorten: the startd leaves
+    out a round its own fault slowed, and the collector, which alone knows of a delay it
+    injected, leaves out the pool's update lag for a while after one."""
+    pool = make_pool("TIME_SCALE = 1000\nUPDATE_INTERVAL = 1\nHTCPOOL_LAG_POLICY = warn\nHTCPOOL_MAX_LAG = 5\n"
+                     "HTCPOOL_LAG_GRACE = 1\n")
+    startd, collector = pool.daemons["startd1"], pool.daemons["collector"]
+    where = startd if side == "client" else collector
+    fault = Fault("slowads", side=side, method="UpdateAds", peer="*" if side == "client" else "startd",
+                  delay_s=20.0)
+
+    async def main():
+        async with pool.client() as c:
+            await wait_slots(c, 1)
+            await c.set_faults(where.address, [fault_to_pb(fault)])
+
+            async def fired():
+                return (await c.list_faults(where.address)).faults[0].fired >= 10 or None
+            await wait_for(fired, timeout_s=60, interval_s=0.2, what="ten ad updates delayed by 20 pool s")
+    asyncio.run(main())
+    url = startd.info["status_url"].rstrip("/") + "/metrics"
+    with urllib.request.urlopen(url, timeout=10) as r:
+        metrics = r.read().decode()
+    sustained = float(next(line.rpartition(" ")[2] for line in metrics.splitlines()
+                           if line.startswith("htcpool_startd_update_lag_sustained_pool_seconds ")))
+    if side == "client":
+        assert sustained == 0.0          # its own fault: the rounds are not counted
+    else:
+        assert sustained > 5.0           # late, and the startd cannot tell why
+    assert "'s ad updates run" not in (pool.state_dir / "log" / "CollectorLog").read_text()

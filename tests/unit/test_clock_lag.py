@@ -220,3 +220,28 @@ def test_recent_max_is_the_most_of_a_peers_samples_within_the_window():
     r.add("a", 106.0, 30.0)                     # a larger one drops the smaller before it
     assert list(r._by_key["a"]) == [(106.0, 30.0)]
     assert r.most(500.0) == 0.0 and r._by_key == {}    # every sample gone: the peers too
+
+
+def test_late_ad_updates_are_named_as_such_and_slowed_for_like_a_late_loop():
+    lags = [DaemonLag("schedd s@h", 0.1), DaemonLag("machine startd@h", 2.0, "ad updates")]
+    warn = lagpolicy.decide(LagPolicy(policy="warn"), lags, 100.0, 0.0, None)
+    assert isinstance(warn, lagpolicy.Warn)
+    assert warn.reason.startswith("the machine startd@h's ad updates run 200 pool s (2.00 s) behind at TIME_SCALE 100")
+    slow = lagpolicy.decide(LagPolicy(), lags, 100.0, 0.0, None)
+    assert isinstance(slow, lagpolicy.Slow) and slow.scale == 15.0      # 60 / 2 / 2.0 s
+
+
+def test_round_lateness_counts_when_two_of_the_last_three_rounds_ran_late():
+    from daemons.core.lag import RoundLateness
+    r = RoundLateness()
+    r.add(500.0, 100.0)
+    r.add(-20.0, 100.0)                         # ended before the next round was due: on time
+    assert r.sustained() == (0.0, 0.0)          # fewer than three rounds: nothing sustained yet
+    r.add(0.0, 100.0)
+    assert r.sustained() == (0.0, 0.0)          # one slow round of three (a pause, a burst) is not lag
+    assert r.max_pool_s == 500.0 and r.recent_max_wall() == 5.0
+    r.add(300.0, 100.0)
+    r.add(200.0, 50.0)
+    assert r.sustained() == (3.0, 200.0)        # the lower median: two of three at least this late
+    r.skip()                                    # a round a fault slowed: the window starts again
+    assert r.sustained() == (0.0, 0.0) and r.recent_max_wall() == 0.0

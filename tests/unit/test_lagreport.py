@@ -13,13 +13,17 @@ COLLECTOR = dict(MyType="Collector", Name="c", HtcpoolLoopLagMax=0.5, TimeScale=
 
 def test_a_run_without_lag_events_is_not_lagged():
     before = lagreport.snapshot([_ad(**COLLECTOR), _ad(MyType="Scheduler", Name="s", HtcpoolLoopLagMax=3.0)])
-    after = lagreport.snapshot([_ad(**COLLECTOR), _ad(MyType="Scheduler", Name="s", HtcpoolLoopLagMax=7.5),
+    after = lagreport.snapshot([_ad(**COLLECTOR), _ad(MyType="Scheduler", Name="s", HtcpoolLoopLagMax=7.5,
+                                                      HtcpoolUpdateLagMax=120.0),
                                 _ad(MyType="Machine", Name="slot1@h")])
     r = lagreport.report(before, after)
     assert r == {"lagged": False, "lag_events": 0, "time_scale_changes": 0, "time_scale_end": 1000.0,
                  "time_scale_configured": 1000.0, "lag_policy": "slow", "max_lag_pool_s": 60.0,
-                 "loop_lag_max_pool_s": {"collector c": 0.5, "scheduler s": 7.5}}
-    assert lagreport.lines(r)[0] == "lag: within HTCPOOL_MAX_LAG = 60 pool s throughout"
+                 "loop_lag_max_pool_s": {"collector c": 0.5, "scheduler s": 7.5},
+                 "update_lag_max_pool_s": {"scheduler s": 120.0}}
+    out = lagreport.lines(r)
+    assert out[0] == "lag: within HTCPOOL_MAX_LAG = 60 pool s throughout"
+    assert out[2] == "  worst ad update round past UPDATE_INTERVAL since start (pool s): scheduler s 120"
 
 
 def test_events_or_a_change_of_scale_between_the_snapshots_flag_the_run():
