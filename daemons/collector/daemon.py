@@ -70,6 +70,7 @@ class CollectorDaemon(Daemon):
         self.lags: dict[str, tuple[float, float, float]] = {}
         # ... and how far its ad updates run past UPDATE_INTERVAL: sustained, recent worst, when said.
         self.update_lags: dict[str, tuple[float, float, float]] = {}
+        self.update_intervals: dict[str, float] = {}     # its UpdateInterval (pool s)
         self._faults_seen = 0            # our fault layer's count of fired faults, last looked at
         self._fault_wall = -math.inf     # when one last fired (wall)
         self.lag_events = {"slowed": 0, "warned": 0, "at_floor": 0, "stopped": 0}
@@ -109,6 +110,9 @@ class CollectorDaemon(Daemon):
             lag, worst = _number(ads.get(ad, attr)), _number(ads.get(ad, worst_attr))
             if lag is not None:
                 into[who] = (lag, lag if worst is None else worst, time.time())
+        interval = _number(ads.get(ad, "UpdateInterval"))
+        if interval is not None and interval > 0:
+            self.update_intervals[who] = interval
 
     def _heard_lags(self, now_wall: float) -> list[tuple[str, str, float, float]]:
         """(who, what, sustained, recent worst) of every daemon heard from lately (wall s):
@@ -155,7 +159,8 @@ class CollectorDaemon(Daemon):
 
     def current_lags(self, now_wall: float) -> list[DaemonLag]:
         out = [DaemonLag(f"collector {self.name}", self.lag.figures().sustained_s)]
-        return out + [DaemonLag(who, lag, what) for who, what, lag, _ in self._heard_lags(now_wall)]
+        return out + [DaemonLag(who, lag, what, self.update_intervals.get(who, 0.0) if what else 0.0)
+                      for who, what, lag, _ in self._heard_lags(now_wall)]
 
     async def _lag_loop(self) -> None:
         while True:

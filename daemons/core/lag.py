@@ -162,16 +162,19 @@ class RoundLateness:
 
     Sustained is the lower median of the last `rounds` rounds, 0 until there are that
     many: one slow round (a paused peer, a burst at start-up) is not lag, two of three
-    are."""
+    are. Rounds at another time scale say nothing of this one: a change of scale starts
+    the count again (the policy would otherwise slow the pool twice for one overload)."""
 
     def __init__(self, rounds: int = 3) -> None:
-        self._recent: deque[tuple[float, float]] = deque(maxlen=rounds)   # (wall s, pool s) late
+        self._recent: deque[tuple[float, float, float]] = deque(maxlen=rounds)   # (wall s, pool s) late, scale
         self.max_pool_s = 0.0
         self.rounds = 0
 
     def add(self, late_pool_s: float, scale: float) -> None:
         late_pool_s = max(0.0, late_pool_s)
-        self._recent.append((late_pool_s / scale if scale > 0 else 0.0, late_pool_s))
+        if self._recent and self._recent[-1][2] != scale:
+            self._recent.clear()
+        self._recent.append((late_pool_s / scale if scale > 0 else 0.0, late_pool_s, scale))
         self.max_pool_s = max(self.max_pool_s, late_pool_s)
         self.rounds += 1
 

@@ -46,6 +46,7 @@ class DaemonLag:
     name: str                  # "schedd <name>": what a person reads
     sustained_wall_s: float    # HtcpoolLoopLagSustainedWall from its ad (or HtcpoolUpdateLagWall)
     what: str = ""             # "" for its event loop; "ad updates" for its update rounds
+    interval_s: float = 0.0    # for rounds: their interval (pool s, UpdateInterval from its ad)
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,14 @@ def decide(policy: LagPolicy, lags: list[DaemonLag], scale: float, now_wall: flo
     if scale <= policy.min_time_scale:
         return Floor(f"{what}, and the scale is at HTCPOOL_MIN_TIME_SCALE = {policy.min_time_scale:g}")
     # Over the threshold, this is at most half the scale already.
-    target = policy.max_lag_s / 2.0 / w.sustained_wall_s
+    if w.interval_s > 0:
+        # A round that takes D s of wall time ends D * s - interval pool s past the next one's
+        # start at scale s: a slower clock gives it more wall time as well as fewer pool
+        # seconds per wall second (assuming the work per round stays the same).
+        duration = w.sustained_wall_s + w.interval_s / scale
+        target = (policy.max_lag_s / 2.0 + w.interval_s) / duration
+    else:
+        target = policy.max_lag_s / 2.0 / w.sustained_wall_s
     new = max(policy.min_time_scale, scale / MAX_STEP, target)
     if new >= scale:
         return Floor(f"{what}, and the scale is at HTCPOOL_MIN_TIME_SCALE = {policy.min_time_scale:g}")

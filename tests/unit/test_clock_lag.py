@@ -223,12 +223,14 @@ def test_recent_max_is_the_most_of_a_peers_samples_within_the_window():
 
 
 def test_late_ad_updates_are_named_as_such_and_slowed_for_like_a_late_loop():
-    lags = [DaemonLag("schedd s@h", 0.1), DaemonLag("machine startd@h", 2.0, "ad updates")]
+    lags = [DaemonLag("schedd s@h", 0.1), DaemonLag("machine startd@h", 2.0, "ad updates", 300.0)]
     warn = lagpolicy.decide(LagPolicy(policy="warn"), lags, 100.0, 0.0, None)
     assert isinstance(warn, lagpolicy.Warn)
     assert warn.reason.startswith("the machine startd@h's ad updates run 200 pool s (2.00 s) behind at TIME_SCALE 100")
+    # Rounds of 2 + 300 / 100 = 5 s of wall time: at 66 they end (5 x 66 - 300) = 30 pool s late,
+    # half of HTCPOOL_MAX_LAG.
     slow = lagpolicy.decide(LagPolicy(), lags, 100.0, 0.0, None)
-    assert isinstance(slow, lagpolicy.Slow) and slow.scale == 15.0      # 60 / 2 / 2.0 s
+    assert isinstance(slow, lagpolicy.Slow) and slow.scale == 66.0
 
 
 def test_round_lateness_counts_when_two_of_the_last_three_rounds_ran_late():
@@ -241,7 +243,12 @@ def test_round_lateness_counts_when_two_of_the_last_three_rounds_ran_late():
     assert r.sustained() == (0.0, 0.0)          # one slow round of three (a pause, a burst) is not lag
     assert r.max_pool_s == 500.0 and r.recent_max_wall() == 5.0
     r.add(300.0, 100.0)
-    r.add(200.0, 50.0)
-    assert r.sustained() == (3.0, 200.0)        # the lower median: two of three at least this late
+    r.add(400.0, 100.0)
+    assert r.sustained() == (3.0, 300.0)        # the lower median: two of three at least this late
+    r.add(200.0, 50.0)                          # the scale changed: rounds at 100 no longer count
+    assert r.sustained() == (0.0, 0.0) and r.recent_max_wall() == 4.0
+    r.add(100.0, 50.0)
+    r.add(0.0, 50.0)
+    assert r.sustained() == (2.0, 100.0)
     r.skip()                                    # a round a fault slowed: the window starts again
     assert r.sustained() == (0.0, 0.0) and r.recent_max_wall() == 0.0

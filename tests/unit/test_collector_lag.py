@@ -32,15 +32,15 @@ def test_a_lagging_daemon_stretches_the_expiry_of_every_ad(tmp_path):
 def _updates_late(sustained_wall: float, recent_wall: float):
     return ads.parse_ad(ads.ad_text({"MyType": "Machine", "Name": "startd@h", "HtcpoolLoopLagWall": 0.01,
                                      "HtcpoolLoopLagSustainedWall": 0.0, "HtcpoolUpdateLagWall": sustained_wall,
-                                     "HtcpoolUpdateLagRecentWall": recent_wall}))
+                                     "HtcpoolUpdateLagRecentWall": recent_wall, "UpdateInterval": 300}))
 
 
 def test_late_ad_updates_count_as_the_daemons_lag_and_stretch_the_expiry(tmp_path):
     c = collector(tmp_path)
     now = c.clock.now()
     c.note_lag(_updates_late(2.0, 4.0))
-    lags = {(d.name, d.what): d.sustained_wall_s for d in c.current_lags(time.time())}
-    assert lags[("machine startd@h", "ad updates")] == 2.0 and lags[("machine startd@h", "")] == 0.0
+    lags = {(d.name, d.what): (d.sustained_wall_s, d.interval_s) for d in c.current_lags(time.time())}
+    assert lags[("machine startd@h", "ad updates")] == (2.0, 300.0) and lags[("machine startd@h", "")] == (0.0, 0.0)
     assert c.expiry_now() == now - 400.0               # its worst recent round, 4 s behind at scale 100
     # Announcing a change of scale waits on slow loops, not on late updates.
     assert c.worst_recent_lag_wall(time.time(), updates=False) == 0.01
