@@ -184,13 +184,15 @@ def test_summary_highest_faithful_scale_and_cost():
 
 
 def test_the_lag_sampler_reads_a_daemons_metrics_page():
-    """bench scale samples each daemon's loop lag from /metrics as the status page
-    renders it (not the whole /status): the two gauges it needs, nothing else."""
+    """bench scale samples each daemon's lag from /metrics as the status page renders it
+    (not the whole /status): the three gauges it needs, nothing else."""
     from daemons.cli.bench_scale import loop_lag_from_metrics
     from daemons.core.status import prometheus_text
     text = prometheus_text("negotiator", {
         "loop_lag_pool_seconds": 0.5, "loop_lag_recent_max_pool_seconds": 2.25,
         "loop_lag_sustained_pool_seconds": 1.0, "loop_lag_max_pool_seconds": 9.0,
+        "update_lag_sustained_pool_seconds": 80.0, "update_lag_max_pool_seconds": 120.0,
         "rpc_calls_total": {(("method", "x_loop_lag_sustained_pool_seconds"),): 7.0}})
-    assert loop_lag_from_metrics(text) == {"recent_max_pool_s": 2.25, "sustained_pool_s": 1.0}
+    assert loop_lag_from_metrics(text) == {"recent_max_pool_s": 2.25, "sustained_pool_s": 1.0,
+                                           "update_sustained_pool_s": 80.0}
     assert loop_lag_from_metrics("") == {} and loop_lag_from_metrics("garbage\n# x 1\n") == {}
