@@ -130,6 +130,8 @@ class CollectorDaemon(Daemon):
             for who, (lag, worst, heard) in list(lags.items()):
                 if heard < horizon:
                     del lags[who]  # gone quiet (or gone): its old figure no longer describes the pool
+                    if what:
+                        self.update_intervals.pop(who, None)
                 elif not (what and blind):
                     out.append((who, what, lag, worst))
         return out
