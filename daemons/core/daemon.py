@@ -113,7 +113,7 @@ class Daemon(ClockAndLag):
         self.update_lag = RoundLateness()
         self._follow_task: asyncio.Task | None = None
         self.lag_stop_reason = ""
-        # The worst recent loop lag of any daemon of the pool (wall s), as the collector last said.
+        # The worst recent lag (loop or ad updates) of any daemon of the pool (wall s), as the collector last said.
         self.pool_lag_wall = 0.0
 
     # ---- for subclasses -------------------------------------------------
