@@ -32,6 +32,8 @@ def test_events_or_a_change_of_scale_between_the_snapshots_flag_the_run():
                                            TimeScale=250.0))])
     r = lagreport.report(before, after)
     assert r["lagged"] and r["lag_events"] == 2 and r["time_scale_changes"] == 1 and r["time_scale_end"] == 250.0
-    assert lagreport.lines(r)[0].startswith("LAGGED: the pool could not keep up with TIME_SCALE 1000 ")
+    out = lagreport.lines(r)
+    assert out[0].startswith("LAGGED: the pool could not keep up with TIME_SCALE 1000 ")
+    assert out[1].startswith("  to measure a pool that keeps up, run it at TIME_SCALE 250 or less ")
     # Events from before the run (start-up) do not flag it.
     assert not lagreport.report(after, after)["lagged"]
