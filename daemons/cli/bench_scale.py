@@ -130,8 +130,9 @@ _LAG_GAUGES = (("_loop_lag_recent_max_pool_seconds", "recent_max_pool_s"),
 
 def loop_lag_from_metrics(text: str) -> dict[str, float]:
     """A daemon's lag gauges read from its /metrics text (recent_max_pool_s,
-    sustained_pool_s, update_sustained_pool_s): the page is a few KB where /status is the daemon's whole state (a
-    negotiator's cycle history, encoded twice a second, was a fifth of its busy time)."""
+    sustained_pool_s, update_sustained_pool_s): the page is a few KB where /status is the
+    daemon's whole state (a negotiator's cycle history, encoded twice a second, was a
+    fifth of its busy time)."""
     out: dict[str, float] = {}
     for line in text.splitlines():
         if line.startswith("#"):

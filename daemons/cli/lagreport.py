@@ -14,8 +14,8 @@ from typing import Any
 
 from daemons.core import ads
 
-ATTRS = ["MyType", "Name", "HtcpoolLoopLagMax", "HtcpoolLoopLag", "HtcpoolUpdateLagMax", "TimeScale", "HtcpoolTimeScaleChanges",
-         "HtcpoolLagEvents", "HtcpoolConfiguredTimeScale", "HtcpoolLagPolicy", "HtcpoolMaxLag"]
+ATTRS = ["MyType", "Name", "HtcpoolLoopLagMax", "HtcpoolLoopLag", "HtcpoolUpdateLagMax", "TimeScale",
+         "HtcpoolTimeScaleChanges", "HtcpoolLagEvents", "HtcpoolConfiguredTimeScale", "HtcpoolLagPolicy", "HtcpoolMaxLag"]
 
 
 @dataclass(frozen=True)
@@ -44,10 +44,11 @@ def snapshot(found: list) -> LagSnapshot:
         v = _num(ads.get(a, "HtcpoolLoopLagMax"))
         if v is None:
             continue
-        worst[f"{my_type.lower()} {ads.get(a, 'Name', '?')}"] = v
+        who = f"{my_type.lower()} {ads.get(a, 'Name', '?')}"
+        worst[who] = v
         u = _num(ads.get(a, "HtcpoolUpdateLagMax"))
         if u:
-            updates[f"{my_type.lower()} {ads.get(a, 'Name', '?')}"] = u
+            updates[who] = u
         if my_type == "Collector":
             collector = a
     if collector is None:

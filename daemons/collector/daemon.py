@@ -107,10 +107,10 @@ class CollectorDaemon(Daemon):
         who = f'{str(ads.get(ad, "MyType")).lower()} {ads.get(ad, "Name")}'
         for attr, worst_attr, into in (("HtcpoolLoopLagSustainedWall", "HtcpoolLoopLagWall", self.lags),
                                        ("HtcpoolUpdateLagWall", "HtcpoolUpdateLagRecentWall", self.update_lags)):
-            lag, worst = _number(ads.get(ad, attr)), _number(ads.get(ad, worst_attr))
+            lag, worst = ads.as_number(ads.get(ad, attr)), ads.as_number(ads.get(ad, worst_attr))
             if lag is not None:
                 into[who] = (lag, lag if worst is None else worst, time.time())
-        interval = _number(ads.get(ad, "UpdateInterval"))
+        interval = ads.as_number(ads.get(ad, "UpdateInterval"))
         if interval is not None and interval > 0:
             self.update_intervals[who] = interval
 
@@ -279,7 +279,3 @@ class CollectorDaemon(Daemon):
                   "unreachable_addresses": float(len(self.prober.unreachable)),
                   "lag_policy_events_total": {(("event", k),): float(v) for k, v in self.lag_events.items()}})
         return m
-
-
-def _number(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
