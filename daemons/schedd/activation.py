@@ -2,7 +2,9 @@
 
 The schedd notes the pool time a match arrives from the negotiator; when the startd
 has accepted the activation, the wait from match to running job goes into a histogram
-with fixed bounds. Bucket counts only grow, so a bench can take two snapshots and
+with fixed bounds. The wait ends at the pool time the startd started the job (its
+reply says when), not when the reply gets back: a batched reply answers its first
+activation only after the last, and its way back is not part of the activation. Bucket counts only grow, so a bench can take two snapshots and
 subtract them to get the figures of any stretch of a run; the maximum is since start.
 """
 from __future__ import annotations
@@ -12,6 +14,16 @@ from dataclasses import dataclass, field
 
 # Upper bounds of the buckets, pool seconds (a last bucket holds the rest).
 BOUNDS_S: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
+
+
+def activation_delay(matched_at: float, started: float, now: float) -> float:
+    """From the match's arrival (`matched_at`, the schedd's clock) to the start the startd
+    reports (`started`, its clock; 0 from a startd that does not say). Each daemon follows
+    the pool clock on its own, so the startd's figure is kept within [matched_at, now]:
+    the job cannot have started before its match arrived or after the schedd heard."""
+    if started <= 0.0:
+        return max(0.0, now - matched_at)
+    return max(0.0, min(now, started) - matched_at)
 
 
 @dataclass

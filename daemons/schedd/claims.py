@@ -21,6 +21,7 @@ from daemons.core.crashpoints import crashpoint
 from daemons.core.rpc import describe
 from daemons.pb.htcpool import common_pb2, schedd_pb2, startd_pb2, startd_pb2_grpc
 from daemons.schedd import machine_attrs, scheduling, txlog
+from daemons.schedd.activation import activation_delay
 from daemons.schedd.jobqueue import HEADER_KEY, Job
 from daemons.schedd.scheduling import ScheddClaim
 from daemons.schedd.submit import COMPLETED, IDLE, RUNNING
@@ -236,10 +237,10 @@ class ClaimsMixin:
         try:
             reply = await self.startd_calls.activate_claim(claim.startd_address, startd_pb2.ActivateClaimRequest(
                 claim_id=claim.id, job_ad=common_pb2.ClassAd(text=job_ad)))
-            ok, reason = reply.ok, reply.reason
+            ok, reason, started = reply.ok, reply.reason, reply.start_time
             self._heard(claim.startd_address, self.clock.now())
         except grpc.aio.AioRpcError as e:
-            ok, reason = False, describe(e)
+            ok, reason, started = False, describe(e), 0.0
         if not ok:
             self.log.warning("could not start job %s on %s: %s", job.id, claim.slot_name, reason)
             claim.job = None
@@ -251,7 +252,7 @@ class ClaimsMixin:
         self.counters["jobs_started"] += 1
         if job.matched_at > 0:
             # Only a job started on a negotiator's match (not a leftover or a reused claim).
-            self.activation_delay.observe(self.clock.now() - job.matched_at)
+            self.activation_delay.observe(activation_delay(job.matched_at, started, self.clock.now()))
             job.matched_at = 0.0
         self.log.info("Started job %s on %s", job.id, claim.slot_name)
         self.trigger("advertise")

@@ -9,6 +9,8 @@ import urllib.request
 import pytest
 
 from daemons.cli.bench_scale_report import STEP_COLUMNS
+from daemons.core.fault_admin import fault_to_pb
+from daemons.core.faults import Fault
 
 from .conftest import SLEEP, STATIC, htcpool, wait_jobs, wait_slots
 
@@ -29,6 +31,26 @@ async def test_schedd_counts_each_matched_job_from_match_to_activation(make_pool
         text = r.read().decode()
     assert 'htcpool_schedd_claim_activation_delay_pool_seconds_bucket{le="+Inf"} 3' in text
     assert "htcpool_schedd_claim_activation_delay_pool_seconds_count 3" in text
+
+
+async def test_the_wait_ends_at_the_start_the_startd_reports(make_pool):
+    """The histogram takes the startd's start time from its reply, not the reply's arrival.
+    With the startd's clock set an hour back, every start it reports is before its match
+    reached the schedd, so each wait is counted as 0; from the arrival of the reply it
+    would be more."""
+    pool = make_pool(STATIC + "NUM_CPUS = 2\nCLAIM_WORKLIFE = 0\n")
+    startd = pool.daemons["startd1"]
+    async with pool.client() as c:
+        await wait_slots(c, 2)
+        reply = await c.set_faults(startd.address, [fault_to_pb(Fault("back", clock_offset_s=-3600.0))])
+        assert reply.true_pool_time - reply.pool_time > 3590.0
+        await c.submit(SLEEP.format(seconds=50, n=3), "three.sub", "alice")
+        await wait_jobs(c, "true", 3, history=True)
+    url = pool.daemons["schedd"].info["status_url"]
+    with urllib.request.urlopen(f"{url}/status", timeout=10) as r:
+        hist = json.loads(r.read())["claim_activation_delay"]
+    assert hist["count"] == 3 and hist["counts"][0] == 3
+    assert hist["sum_s"] == 0 and hist["max_s"] == 0
 
 
 def test_bench_scale_refuses_bad_options(tmp_path):

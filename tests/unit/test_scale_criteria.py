@@ -11,7 +11,7 @@ from daemons.cli.bench_scale import DEFAULTS, QUICK, plan_from, startd_layout, s
 from daemons.cli.bench_scale_report import cost_by_role, summarize
 from daemons.cli.experiments import loading
 from daemons.cli.experiments.cadence_measure import JobRecord
-from daemons.schedd.activation import DelayHistogram
+from daemons.schedd.activation import DelayHistogram, activation_delay
 
 CRIT = sc.Criteria()
 
@@ -56,6 +56,13 @@ def test_delay_histogram_counts_by_upper_bound():
     assert snap["counts"][-1] == 1
     cum = h.cumulative()
     assert (cum["0.1"], cum["1"], cum["2"], cum["1800"], cum["+Inf"]) == (2.0, 3.0, 4.0, 4.0, 5.0)
+
+
+def test_the_wait_ends_at_the_startds_start_kept_within_match_and_reply():
+    assert activation_delay(100.0, 100.4, 100.9) == pytest.approx(0.4)   # the startd's start, not the reply
+    assert activation_delay(100.0, 0.0, 100.9) == pytest.approx(0.9)     # a startd that does not say
+    assert activation_delay(100.0, 99.0, 100.9) == 0.0                   # its clock behind the schedd's
+    assert activation_delay(100.0, 250.0, 100.9) == pytest.approx(0.9)   # ahead: no later than the reply
 
 
 def test_activation_within_one_pool_second_between_two_snapshots():
