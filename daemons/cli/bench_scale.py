@@ -2,7 +2,8 @@
 
 For each pool size (slots) the bench tries rising time scales, one fresh pool per
 (size, scale) step, and stops at the first scale that is not faithful (or at the
-last one given). A step:
+last one given); with `--refine N` it then tries up to N scales between the highest
+faithful one and that first unfaithful one, each halving the bracket. A step:
 
 1. starts a collector, negotiator and schedd; submits a steady workload (one
    submitter, durations drawn from `--distribution` with mean `--mean`, seeded by
@@ -330,30 +331,44 @@ async def run_step(slots: int, scale: float, plan: Plan, state: Path, emit: Call
     return out
 
 
-def run_size(slots: int, scales: list[float], plan: Plan, root: Path, emit: Callable[[str], None]) -> list[dict]:
-    """Rising scales until the first unfaithful step (or the last scale)."""
+def _one_step(slots: int, scale: float, plan: Plan, root: Path, emit: Callable[[str], None]) -> dict:
+    state = root / f"slots{slots}-x{scale:g}"
+    state.mkdir(parents=True)
+    emit(f"  {slots} slots at TIME_SCALE {scale:g}:")
+    try:
+        row = asyncio.run(run_step(slots, scale, plan, state, emit))
+    except (BenchFailed, PoolError, ConfigError, TimeoutError) as e:
+        row = {"slots": slots, "time_scale": scale, "faithful": False, "why_not": [f"failed: {e}"],
+               "error": str(e)}
+    except Exception as e:  # an RPC failure, most likely: the step failed, the search goes on
+        row = {"slots": slots, "time_scale": scale, "faithful": False,
+               "why_not": [f"failed: {type(e).__name__}: {e}"], "error": f"{type(e).__name__}: {e}"}
+    row["requested_slots"] = slots
+    problems = row.pop("_problems", None)
+    if problems is None:
+        problems = log_problems(state / "pool")
+    row["log_problems"] = {name: n for name, (n, _) in problems.items()}
+    emit("    " + ("FAITHFUL" if row["faithful"] else "NOT FAITHFUL: " + "; ".join(row["why_not"])))
+    return row
+
+
+def run_size(slots: int, scales: list[float], plan: Plan, root: Path, emit: Callable[[str], None],
+             refine: int = 0) -> list[dict]:
+    """Rising scales until the first unfaithful step (or the last scale); then up to `refine`
+    steps between the highest faithful scale and the first unfaithful one, each at their
+    geometric mean (a bisection: each step halves the bracket's ratio in log terms)."""
     rows = []
     for scale in scales:
-        state = root / f"slots{slots}-x{scale:g}"
-        state.mkdir(parents=True)
-        emit(f"  {slots} slots at TIME_SCALE {scale:g}:")
-        try:
-            row = asyncio.run(run_step(slots, scale, plan, state, emit))
-        except (BenchFailed, PoolError, ConfigError, TimeoutError) as e:
-            row = {"slots": slots, "time_scale": scale, "faithful": False, "why_not": [f"failed: {e}"],
-                   "error": str(e)}
-        except Exception as e:  # an RPC failure, most likely: the step failed, the search goes on
-            row = {"slots": slots, "time_scale": scale, "faithful": False,
-                   "why_not": [f"failed: {type(e).__name__}: {e}"], "error": f"{type(e).__name__}: {e}"}
-        row["requested_slots"] = slots
-        problems = row.pop("_problems", None)
-        if problems is None:
-            problems = log_problems(state / "pool")
-        row["log_problems"] = {name: n for name, (n, _) in problems.items()}
-        emit("    " + ("FAITHFUL" if row["faithful"] else "NOT FAITHFUL: " + "; ".join(row["why_not"])))
-        rows.append(row)
-        if not row["faithful"]:
+        rows.append(_one_step(slots, scale, plan, root, emit))
+        if not rows[-1]["faithful"]:
             break
+    for _ in range(refine):
+        lo, hi = sc.bracket([(r["time_scale"], r["faithful"]) for r in rows])
+        mid = sc.between(lo, hi) if lo is not None and hi is not None else None
+        if mid is None:
+            break
+        emit(f"  refining: faithful at {lo:g}, not at {hi:g}")
+        rows.append(_one_step(slots, mid, plan, root, emit))
     return rows
 
 
@@ -377,6 +392,8 @@ def plan_from(args: argparse.Namespace) -> Plan:
         raise ValueError("--quantile must be in (0, 1]")
     if args.max_step_wall < 0:
         raise ValueError("--max-step-wall must be zero (automatic) or more")
+    if args.refine < 0:
+        raise ValueError("--refine must be zero or more")
     kind = args.distribution
     if kind not in loading.Distribution.KINDS:
         raise ValueError(f"--distribution {kind!r}: one of {', '.join(loading.Distribution.KINDS)}")
@@ -412,7 +429,7 @@ def bench_scale(args: argparse.Namespace) -> int:
     rows: list[dict[str, Any]] = []
     try:
         for slots in sizes:
-            rows.extend(run_size(slots, scales, plan, root, emit))
+            rows.extend(run_size(slots, scales, plan, root, emit, args.refine))
     finally:
         if not keep:
             shutil.rmtree(root, ignore_errors=True)

@@ -202,14 +202,36 @@ def verdict(checks: dict[str, dict[str, Any]], *, lagged: Sequence[str], queue_l
     return why
 
 
-def highest_faithful(steps: Sequence[tuple[float, bool]]) -> float | None:
-    """The last faithful scale before the first unfaithful one, scales in the order run."""
-    best = None
-    for scale, ok in steps:
+def bracket(steps: Sequence[tuple[float, bool]]) -> tuple[float | None, float | None]:
+    """(the highest faithful scale below the lowest unfaithful one, that unfaithful scale),
+    from steps in any order; None for a side with no step."""
+    lo = hi = None
+    for scale, ok in sorted(steps):
         if not ok:
+            hi = scale
             break
-        best = scale
-    return best
+        lo = scale
+    return lo, hi
+
+
+def highest_faithful(steps: Sequence[tuple[float, bool]]) -> float | None:
+    """The last faithful scale before the first unfaithful one, in order of scale (a
+    refinement step runs after the step above it)."""
+    return bracket(steps)[0]
+
+
+def between(lo: float, hi: float) -> float | None:
+    """The next scale to try between a faithful `lo` and an unfaithful `hi`: their geometric
+    mean to two significant figures (14 between 10 and 20, 1700 between 1000 and 3000), or
+    None when that is not strictly between them (the bracket is as fine as it gets)."""
+    if not (0 < lo < hi):
+        return None
+    mid = math.sqrt(lo * hi)
+    digits = 1 - math.floor(math.log10(mid))
+    mid = round(mid, digits)
+    if float(mid).is_integer():
+        mid = float(int(mid))
+    return mid if lo < mid < hi else None
 
 
 def jobs_needed(slots: int, pool_s: float, dist: loading.Distribution, interval_s: float,

@@ -137,6 +137,41 @@ def test_verdict_lag_and_search():
     assert sc.highest_faithful([(100, True), (300, True), (1000, False)]) == 300
     assert sc.highest_faithful([(100, False)]) is None
     assert sc.highest_faithful([(100, True), (300, True)]) == 300
+    # Refinement steps run after the step above them: the order of scale counts, not of running.
+    assert sc.highest_faithful([(10, True), (20, False), (14, True), (17, False)]) == 14
+    assert sc.highest_faithful([(10, True), (20, False), (14, False)]) == 10
+    assert sc.bracket([(10, True), (20, False), (14, True)]) == (14, 20)
+    assert sc.bracket([(100, False)]) == (None, 100) and sc.bracket([(100, True)]) == (100, None)
+
+
+def test_refinement_halves_the_bracket_to_two_significant_figures():
+    assert [sc.between(*b) for b in ((10, 20), (10, 14), (14, 20), (100, 300), (1000, 3000))] == [
+        14.0, 12.0, 17.0, 170.0, 1700.0]
+    assert sc.between(3, 5) == 3.9 and sc.between(0.5, 1) == 0.71
+    assert sc.between(16, 17) is None and sc.between(20, 10) is None and sc.between(0, 10) is None
+
+
+def test_the_search_refines_between_the_last_faithful_and_the_first_unfaithful_scale(monkeypatch, tmp_path):
+    """run_size with steps that are faithful up to 13x: the ladder stops at 100, then each
+    refinement step bisects the bracket."""
+    from daemons.cli import bench_scale
+
+    ran = []
+
+    def step(slots, scale, plan, root, emit):
+        ran.append(scale)
+        return {"slots": slots, "time_scale": scale, "faithful": scale <= 13, "requested_slots": slots}
+
+    monkeypatch.setattr(bench_scale, "_one_step", step)
+    rows = bench_scale.run_size(1000, [10.0, 100.0, 1000.0], None, tmp_path, lambda line: None, refine=3)
+    assert ran == [10.0, 100.0, 32.0, 18.0, 13.0]
+    assert sc.highest_faithful([(r["time_scale"], r["faithful"]) for r in rows]) == 13.0
+    ran.clear()
+    bench_scale.run_size(1000, [10.0, 100.0], None, tmp_path, lambda line: None, refine=0)
+    assert ran == [10.0, 100.0]
+    ran.clear()
+    bench_scale.run_size(1000, [100.0], None, tmp_path, lambda line: None, refine=5)   # nothing faithful
+    assert ran == [100.0]
 
 
 def test_plan_inputs():
@@ -155,7 +190,7 @@ def test_plan_inputs():
 
 def _args(**kw) -> argparse.Namespace:
     base = dict(mean=None, interval=None, warmup_hours=None, window_hours=None, quick=False, quantile=1.0,
-                max_step_wall=0.0, distribution="exponential", seed=0)
+                max_step_wall=0.0, distribution="exponential", seed=0, refine=0)
     return argparse.Namespace(**{**base, **kw})
 
 
@@ -166,7 +201,8 @@ def test_plan_defaults_quick_mode_and_bad_options():
     assert (q.dist.mean_s, q.interval_s, q.warmup_s, q.window_s) == (QUICK[0], 30.0, QUICK[2], QUICK[3])
     for kw, what in ((dict(mean=0.0), "--mean"), (dict(window_hours=-1.0), "--window-hours"),
                      (dict(quantile=1.5), "--quantile"), (dict(distribution="pareto"), "--distribution"),
-                     (dict(warmup_hours=math.nan), "--warmup-hours"), (dict(max_step_wall=-1.0), "--max-step-wall")):
+                     (dict(warmup_hours=math.nan), "--warmup-hours"), (dict(max_step_wall=-1.0), "--max-step-wall"),
+                     (dict(refine=-1), "--refine")):
         with pytest.raises(ValueError, match=what):
             plan_from(_args(**kw))
 

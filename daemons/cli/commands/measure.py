@@ -73,6 +73,9 @@ def register(sub) -> None:
                    help="share of the observations each criterion must hold for (default 1: every one)")
     b.add_argument("--max-step-wall", type=float, default=0.0,
                    help="wall seconds a step may take (default 0: set-up time plus twice the step's pool time)")
+    b.add_argument("--refine", type=int, default=0, metavar="N",
+                   help="then up to N more steps per size, each between the highest faithful scale and "
+                        "the first unfaithful one (their geometric mean; default 0)")
     b.add_argument("--quick", action="store_true", help="short jobs and windows, for a test")
     b.add_argument("--seed", type=int, default=0, help="the workload's random seed")
     b.add_argument("--out", help="where CSV and PNG go (default results/scale)")
