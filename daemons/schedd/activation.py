@@ -4,8 +4,9 @@ The schedd notes the pool time a match arrives from the negotiator; when the sta
 has accepted the activation, the wait from match to running job goes into a histogram
 with fixed bounds. The wait ends at the pool time the startd started the job (its
 reply says when), not when the reply gets back: a batched reply answers its first
-activation only after the last, and its way back is not part of the activation. Bucket counts only grow, so a bench can take two snapshots and
-subtract them to get the figures of any stretch of a run; the maximum is since start.
+activation only after the last, and its way back is not part of the activation.
+Bucket counts only grow, so a bench can take two snapshots and subtract them to get
+the figures of any stretch of a run; the maximum is since start.
 """
 from __future__ import annotations
 
