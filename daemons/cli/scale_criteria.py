@@ -229,8 +229,6 @@ def between(lo: float, hi: float) -> float | None:
     mid = math.sqrt(lo * hi)
     digits = 1 - math.floor(math.log10(mid))
     mid = round(mid, digits)
-    if float(mid).is_integer():
-        mid = float(int(mid))
     return mid if lo < mid < hi else None
 
 

@@ -22,9 +22,8 @@ def activation_delay(matched_at: float, started: float, now: float) -> float:
     reports (`started`, its clock; 0 from a startd that does not say). Each daemon follows
     the pool clock on its own, so the startd's figure is kept within [matched_at, now]:
     the job cannot have started before its match arrived or after the schedd heard."""
-    if started <= 0.0:
-        return max(0.0, now - matched_at)
-    return max(0.0, min(now, started) - matched_at)
+    end = now if started <= 0.0 else min(now, started)
+    return max(0.0, end - matched_at)
 
 
 @dataclass
