@@ -121,7 +121,7 @@ def measure(slots: int, cls: str) -> dict[str, Any]:
                 job_ends.set(s.claim.seq, end)
         return job_ends
 
-    job_ends = asyncio.run(claim_all())
+    asyncio.run(claim_all())
     out["claim_and_activate_s"] = round(time.perf_counter() - t, 3)
     out["busy_bytes_per_slot"] = grown(before_kb)
     t = time.perf_counter()

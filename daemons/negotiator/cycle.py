@@ -141,7 +141,7 @@ class Session:
         key = (self.name, text)
         known = self.cycle.requests_read.get(key)
         if known is None:
-            known = self.cycle.requests_read[key] = _Request(ads.parse_ad(text, what), _items_of(text))
+            known = self.cycle.requests_read[key] = _Request.of_text(text, what)
         self._serve(request_id, known, count)
 
     def serve(self, request_id: str, ad: classad2.ClassAd, count: int, text: str | None = None) -> None:
@@ -154,11 +154,18 @@ class Session:
             return
         cyc, counts, lim = self.cycle, self.cycle.counts, self.limits
         counts.requests += 1
-        ad, base = req.ad, req.items
         cluster, proc, ac = req.cluster, req.proc, req.autocluster
         counts.autoclusters.add(ac)
         if ac in self.rejected:
             return  # a later request of an autocluster that already failed this session
+        if lim.used >= lim.limit and not self.ignore_limit:
+            # (the loop's first step would stop here too) Before the ad is parsed: HTCondor's
+            # negotiate() stops before it asks the schedd for the next request, and its schedd
+            # does not send a request of an autocluster rejected in the cycle (above).
+            self.lines.append(f"    Reached submitter resource limit: {lim.used:f} ... stopping")
+            self.stopped = True
+            return
+        ad, base = req.ad, req.items
         added = self.request_attrs()
         for k, v in added.items():
             ad[k] = v
@@ -242,17 +249,37 @@ class Session:
 class _Request:
     """A resource request as serving reads it: the ad, its attribute texts (None if its text
     was not one simple line), and the job attributes a session reads of it, from those texts
-    where they are plain literals (a look-up in the parsed ad costs an evaluation)."""
+    where they are plain literals (a look-up in the parsed ad costs an evaluation).
 
-    __slots__ = ("ad", "items", "cluster", "proc", "autocluster", "limits")
+    Made from a simple one-line text (of_text), the ad is parsed when first wanted: a
+    request skipped before it is matched (its autocluster rejected, its submitter at its
+    limit) is never parsed, which is a quarter of the requests of a 1k cycle."""
 
-    def __init__(self, ad: classad2.ClassAd, items: dict[str, str] | None) -> None:
-        self.ad, self.items = ad, items
+    __slots__ = ("_ad", "_text", "_what", "items", "cluster", "proc", "autocluster", "limits")
+
+    def __init__(self, ad: classad2.ClassAd | None, items: dict[str, str] | None, text: str = "",
+                 what: str = "") -> None:
+        self._ad, self.items, self._text, self._what = ad, items, text, what
         self.cluster = self._value("ClusterId", 0)
         self.proc = self._value("ProcId", 0)
         self.autocluster = self._value("AutoClusterId", -1)
         limits = self._value("ConcurrencyLimits", None)
         self.limits = limits if isinstance(limits, str) else ""
+
+    @classmethod
+    def of_text(cls, text: str, what: str) -> "_Request":
+        """The request as the schedd sent it; ads.AdError naming `what` if it does not parse
+        (now, or when its ad is first wanted)."""
+        items = _items_of(text)
+        if items is None:
+            return cls(ads.parse_ad(text, what), None)
+        return cls(None, items, text, what)
+
+    @property
+    def ad(self) -> classad2.ClassAd:
+        if self._ad is None:
+            self._ad = ads.parse_ad(self._text, self._what)
+        return self._ad
 
     def _value(self, name: str, default: object) -> object:
         items = self.items

@@ -490,21 +490,21 @@ class Matchmaker:
 
             def text_of(n: str) -> str:
                 return str(request.lookup(present[n]))
-        visible = self._visible
         if self.inserted_refs is not None:
-            wanted = [n for n in present if n in visible]
+            wanted = [n for n in self._visible if n in present]
         else:
+            visible = self._visible
             wanted = [n for n in present if n in visible or n.startswith(("submitter", "submittor"))]
         seen: dict[str, str] = {}
+        own_side = self.refs.own_side
         while wanted:
             n = wanted.pop()
             if n in seen:
                 continue
             text = text_of(n)
             seen[n] = text
-            for q, name in self.refs.of(text):
-                low = name.lower()
-                if q != "target" and low in present and low not in seen:
+            for low in own_side(text):
+                if low in present and low not in seen:
                     wanted.append(low)
         seen.pop("currenttime", None)
         return tuple(sorted(seen.items()))

@@ -288,6 +288,18 @@ class References:
 
     def __init__(self) -> None:
         self._by_text: dict[str, tuple[tuple[str | None, str], ...]] = {}
+        self._own: dict[str, tuple[str, ...]] = {}
+
+    def own_side(self, text: str) -> tuple[str, ...]:
+        """machine_side's names as a tuple, cached by text: the names the ad holding the
+        expression may define itself (MY.x and bare x), lower-cased."""
+        names = self._own.get(text)
+        if names is None:
+            names = tuple(dict.fromkeys(n.lower() for q, n in self.of(text) if q != "target"))
+            if len(self._own) > _CACHE_LIMIT:
+                self._own.clear()
+            self._own[text] = names
+        return names
 
     def of(self, text: str) -> tuple[tuple[str | None, str], ...]:
         refs = self._by_text.get(text)

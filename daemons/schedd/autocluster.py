@@ -289,32 +289,42 @@ class Autoclusterer:
         self.ids_assigned += 1
         return True
 
-    def for_pass(self) -> Callable[[JobLike], int]:
-        """assign(), for one pass over many jobs during which neither the jobs nor the
-        significant attributes change (a request list built in one go). It checks a
-        cluster's shared signature once per run of that cluster's jobs instead of once per
-        job: after the negotiator's list grows, every idle job is assigned again, and
-        100,000 jobs cost half as much (0.08 s instead of 0.13 - 0.22 on this machine)."""
-        gen, assign = self.generation, self.assign
-        last_cad: Any = None
-        good: tuple | None = None     # last_cad's memo, when it holds for this pass
-
-        def one(job: JobLike) -> int:
-            nonlocal last_cad, good
+    def assign_all(self, jobs: list[JobLike]) -> list[int]:
+        """assign() of each job, for one pass over many jobs during which neither the jobs nor
+        the significant attributes change (a request list built in one go). After the
+        negotiator's list grows every idle job is assigned again: here a cluster's shared
+        signature is checked once per run of that cluster's jobs, not once per job, and a
+        job that takes it costs no call (100,000 jobs: 0.08 s with one call per job, about
+        a third of that now)."""
+        gen, assign, enabled = self.generation, self.assign, self.cfg.enabled
+        out: list[int] = []
+        append = out.append
+        last_cad: Any = self       # (no cluster is the Autoclusterer)
+        good: tuple | None = None  # last_cad's memo, when it holds for this pass
+        shared_ac, shared_attrs, shared_lower = 0, (), frozenset()
+        taken = 0
+        for job in jobs:
             if job.ac_generation == gen and job.ac_id is not None:
-                return job.ac_id
+                append(job.ac_id)
+                continue
             cad = getattr(job, "cad", None)
-            if cad is None or not self.cfg.enabled:
-                return assign(job)
             if cad is not last_cad:
-                last_cad, good = cad, self._cluster_memo(cad)
-            if good is not None and self._takes_memo(job, good):
-                return good[2]
-            ac = assign(job)
-            last_cad = None     # assign may have left the cluster a memo: read it for the next job
-            return ac
-
-        return one
+                last_cad = cad
+                good = self._cluster_memo(cad) if cad is not None and enabled else None
+                if good is not None:
+                    shared_ac, shared_attrs, shared_lower = good[2], good[3], good[4]
+            if good is not None:
+                own = job.own
+                if not own or own.keys().isdisjoint(shared_attrs):
+                    job.ac_id, job.ac_attrs, job.ac_attrs_lower, job.ac_generation = \
+                        shared_ac, shared_attrs, shared_lower, gen
+                    taken += 1
+                    append(shared_ac)
+                    continue
+            append(assign(job))
+            last_cad = self    # assign may have left the cluster a memo: read it for the next job
+        self.ids_assigned += taken
+        return out
 
     @property
     def known_signatures(self) -> int:

@@ -455,8 +455,9 @@ class ClaimsMixin:
                     claim_ids=[c.id for c in part], schedd_address=self.address,
                     round_trip=round_trip), timeout=RPC_TIMEOUT_S)
             except grpc.aio.AioRpcError as e:
+                failure = describe(e)   # (`e` is unbound once the except clause ends)
                 await self._give_up_silent(address, claims[first:], now, lambda silent: (
-                    f"startd at {address} unreachable for {silent:.0f} s ({describe(e)})"))
+                    f"startd at {address} unreachable for {silent:.0f} s ({failure})"))
                 return
             answered = self.clock.now()
             self.round_trips.add(address, answered, answered - now)

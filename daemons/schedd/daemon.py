@@ -166,7 +166,7 @@ class ScheddDaemon(NegotiationMixin, ClaimsMixin, QueueOpsMixin, Daemon):
         self.queue = JobQueue(common.uid_domain, cfg.autocluster.rounding)
         self.ac = Autoclusterer(cfg.autocluster, canon=self.queue.canonical)
         self.request_lists = RequestLists(self.queue, self.ac.assign, lambda: self.ac.generation,
-                                          self.ac.for_pass)
+                                          self.ac.assign_all)
         self.ac_stats = AutoclusterStats()
         # Beyond HTCondor: a rejection's reason belongs to the whole autocluster.
         self.ac_rejections: dict[int, tuple[str, int]] = {}

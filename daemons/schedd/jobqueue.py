@@ -150,10 +150,12 @@ class JobQueue(QueueLines):
         for key in self._free_keys.get(submitter, ()):
             yield self._idle_jobs[key]
 
-    def idle_items(self, submitter: str) -> Iterator[tuple[tuple[int, int, int], Job]]:
-        """(order key, job) for each of the submitter's idle jobs, in priority order."""
-        for key in self._idle_keys.get(submitter, ()):
-            yield key, self._idle_jobs[key]
+    def idle_lists(self, submitter: str) -> tuple[list[tuple[int, int, int]], list[Job], bool]:
+        """The submitter's idle jobs in priority order, as two lists (copies: the queue may
+        change after), their order keys and the jobs, and whether any of them is reserved."""
+        keys = list(self._idle_keys.get(submitter, ()))
+        reserved = len(self._free_keys.get(submitter, ())) != len(keys)
+        return keys, list(map(self._idle_jobs.__getitem__, keys)), reserved
 
     def _count(self, c: tuple[str, int, int] | None, sign: int) -> None:
         if c is None:

@@ -110,12 +110,12 @@ class RequestLists:
 
     def __init__(self, queue: JobQueue, autocluster_of: Callable[[Job], int],
                  generation: Callable[[], int] = lambda: 0,
-                 for_pass: Callable[[], Callable[[Job], int]] | None = None) -> None:
+                 assign_all: Callable[[list[Job]], list[int]] | None = None) -> None:
         self.queue = queue
         self.autocluster_of = autocluster_of
-        # autocluster_of for one rebuild, when the owner has a faster one for a pass over
-        # many jobs (Autoclusterer.for_pass)
-        self.for_pass = for_pass
+        # autocluster_of of many jobs at once, for a rebuild, when the owner has a faster way
+        # than one call per job (Autoclusterer.assign_all)
+        self.assign_all = assign_all
         self.generation = generation
         self._lists: dict[str, _Runs] = {}
         self._built_generation: int | None = None
@@ -161,24 +161,24 @@ class RequestLists:
         return runs.requests()
 
     def _build(self, submitter: str) -> _Runs:
-        # Runs built in one pass, without a call per job: a rebuild walks every idle job (all
-        # 100,000 of a queue when the significant attributes grow).
+        # Runs built from whole lists, without a call per job: a rebuild walks every idle job
+        # (all 100,000 of a queue when the significant attributes grow).
         self.rebuilds += 1
         runs = _Runs()
-        out, starts = runs.runs, runs.starts
-        assign = self.for_pass() if self.for_pass is not None else self.autocluster_of
-        last = keys = jobs = None
-        for key, job in self.queue.idle_items(submitter):
-            if job._reserved:
-                continue
-            ac = assign(job)
-            if ac == last:
-                keys.append(key)
-                jobs.append(job)
-            else:
-                keys, jobs, last = [key], [job], ac
-                out.append(_Run(ac, keys, jobs))
-                starts.append(key)
+        keys, jobs, reserved = self.queue.idle_lists(submitter)
+        if reserved:
+            kept = [i for i, j in enumerate(jobs) if not j._reserved]
+            keys, jobs = [keys[i] for i in kept], [jobs[i] for i in kept]
+        if not jobs:
+            return runs
+        acs = self.assign_all(jobs) if self.assign_all is not None else [self.autocluster_of(j) for j in jobs]
+        ends = [i for i, (a, b) in enumerate(zip(acs, acs[1:]), 1) if a != b]
+        ends.append(len(jobs))
+        start = 0
+        for end in ends:
+            runs.runs.append(_Run(acs[start], keys[start:end], jobs[start:end]))
+            runs.starts.append(keys[start])
+            start = end
         return runs
 
     def _sync(self) -> None:

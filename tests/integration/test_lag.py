@@ -16,7 +16,6 @@ import pytest
 
 from daemons.cli.client import wait_for
 from daemons.cli.pool import LocalPool
-from daemons.core import ads
 from daemons.core.clock import PoolClock, Segment
 from daemons.core.fault_admin import fault_to_pb
 from daemons.core.faults import Fault

@@ -266,3 +266,23 @@ def test_a_request_text_that_does_not_parse_fails_naming_it():
         assert "resource request r1" in str(e)
     else:
         raise AssertionError("a malformed request was served")
+
+
+def test_a_request_of_a_rejected_autocluster_is_skipped_unread():
+    """A later request of an autocluster the session already rejected is skipped before its
+    ad is parsed (HTCondor's schedd does not send it): one that would not parse is no error
+    then, while one of another autocluster is parsed, and refused naming it."""
+    cyc = cycle([slot(1)], [Submitter("a@d", "s:1", idle=3)])
+    session = next(cyc.sessions())
+    session.serve_text("r1", '[ ClusterId = 1; ProcId = 0; AutoClusterId = 7; Owner = "a"; RequestCpus = 1; '
+                             'RequestMemory = 1; Requirements = TARGET.Cpus >= 2 ]', 1, "resource request r1")
+    session.serve_text("r2", "[ ClusterId = 1; ProcId = 1; AutoClusterId = 7; Requirements = ( ]", 1,
+                       "resource request r2")
+    assert [(o.request_id, o.match) for o in session.take_outcomes()] == [("r1", None)]
+    try:
+        session.serve_text("r3", "[ ClusterId = 2; ProcId = 0; AutoClusterId = 8; Requirements = ( ]", 1,
+                           "resource request r3")
+    except ads.AdError as e:
+        assert "resource request r3" in str(e)
+    else:
+        raise AssertionError("a malformed request of a live autocluster was served")

@@ -103,7 +103,7 @@ def test_incremental_lists_equal_a_rebuild(ops, every, pass_assigner):
     q = JobQueue("ex.org")
     ac = Autoclusterer(canon=q.canonical)
     ac.update_negotiator_attrs(["RequestMemory"])
-    lists = RequestLists(q, ac.assign, lambda: ac.generation, ac.for_pass if pass_assigner else None)
+    lists = RequestLists(q, ac.assign, lambda: ac.generation, ac.assign_all if pass_assigner else None)
     submit(q, 0, 3, 0, 0, False)
     check(q, lists, ac)
     for i, op in enumerate(ops):
@@ -163,7 +163,7 @@ OWN_OP = st.one_of(
 @settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(st.lists(OWN_OP, min_size=1, max_size=40), st.sampled_from(["JobPrio", "Owner", "Bar", "GlobalJobId"]))
 def test_a_pass_assigns_what_assign_does(ops, grown):
-    """Autoclusterer.for_pass gives every job the id, attribute list and generation that
+    """Autoclusterer.assign_all gives every job the id, attribute list and generation that
     assign() gives it worked out afresh: jobs with values of their own among the
     significant attributes, clusters changed under their jobs, a list that grew (by an
     attribute each job makes from its number, too)."""
@@ -176,8 +176,9 @@ def test_a_pass_assigns_what_assign_does(ops, grown):
     for job in q.jobs.values():
         ac.assign(job)           # cluster memos of the old list, which the pass must not trust
     ac.update_negotiator_attrs([grown])
-    one = ac.for_pass()
-    got = {key: (one(job), job.ac_attrs, job.ac_attrs_lower, job.ac_generation) for key, job in sorted(q.jobs.items())}
+    jobs = [job for _, job in sorted(q.jobs.items())]
+    ids = ac.assign_all(jobs)
+    got = {job.key: (i, job.ac_attrs, job.ac_attrs_lower, job.ac_generation) for i, job in zip(ids, jobs)}
     for job in q.jobs.values():  # forget every cache: assign works each signature out again
         job.ac_generation = -1
         job.cad.ac_memo = None
