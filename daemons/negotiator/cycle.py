@@ -253,7 +253,7 @@ class _Request:
 
     Made from a simple one-line text (of_text), the ad is parsed when first wanted: a
     request skipped before it is matched (its autocluster rejected, its submitter at its
-    limit) is never parsed, which is a quarter of the requests of a 1k cycle."""
+    limit), which HTCondor's negotiator would not have been sent, is never parsed."""
 
     __slots__ = ("_ad", "_text", "_what", "items", "cluster", "proc", "autocluster", "limits")
 
