@@ -8,7 +8,6 @@ that launched it (HTCPOOL_PARENT_PID) goes away, so no pool outlives its test.
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import os
 import signal
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from daemons.core import config as configmod
+from daemons.core import heap
 from daemons.core import limits
 from daemons.core import log as logmod
 from daemons.core.common import SUBSYS, CommonConfig, StateFileError, read_common
@@ -168,8 +168,7 @@ async def serve(daemon: Daemon, address_file: Path | None) -> int:
             # cyclic collector's reach, a full collection no longer walks it (one of a
             # startd's 1,000 slots paused its loop for 20 ms, in whatever burst of claims
             # it fell).
-            gc.collect()
-            gc.freeze()
+            heap.settle()
             if address_file is not None:
                 write_address_file(address_file, daemon)
             await stop

@@ -2,6 +2,7 @@
 sent and caches no job's ClassAd; a restart replays the compact log into the same queue."""
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import grpc
@@ -9,7 +10,7 @@ import pytest
 
 from daemons.cli.client import PoolClient
 from daemons.collector.daemon import CollectorConfig, CollectorDaemon
-from daemons.core import ads
+from daemons.core import ads, heap
 from daemons.core.clock import PoolClock
 from daemons.core.common import CommonConfig
 from daemons.pb.htcpool import schedd_pb2, schedd_pb2_grpc
@@ -87,4 +88,27 @@ async def test_queries_stream_and_a_restart_replays_the_same_queue(tmp_path):
             await restarted.close()
         else:
             await schedd.close()
+        await collector.close()
+
+
+async def test_submitted_jobs_settle_the_heap_in_bulk(tmp_path):
+    """Once SETTLE_EVERY_JOBS jobs (here 1,000) have been submitted, the schedd moves what
+    it holds out of the cyclic collector's walks (core/heap.py); smaller submits count up."""
+    clock = PoolClock()
+    collector = CollectorDaemon(_common(tmp_path, "collector", None), CollectorConfig(), clock)
+    await collector.start()
+    schedd = _schedd(tmp_path, collector.address, clock)
+    await schedd.start()
+    schedd.heap = heap.Settler(1000)
+    gc.unfreeze()
+    try:
+        async with PoolClient(collector.address) as c:
+            await c.submit("executable = /bin/sleep\narguments = 60\nqueue 600\n", "a.sub", "alice")
+            assert schedd.heap.settled == 0 and gc.get_freeze_count() == 0
+            await c.submit("executable = /bin/sleep\narguments = 60\nqueue 600\n", "b.sub", "alice")
+            assert schedd.heap.settled == 1 and schedd.heap.pending == 0
+            assert gc.get_freeze_count() >= len(schedd.queue.jobs) == 1200
+    finally:
+        gc.unfreeze()
+        await schedd.close()
         await collector.close()
