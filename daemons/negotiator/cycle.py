@@ -158,12 +158,10 @@ class Session:
         counts.autoclusters.add(ac)
         if ac in self.rejected:
             return  # a later request of an autocluster that already failed this session
-        if lim.used >= lim.limit and not self.ignore_limit:
-            # (the loop's first step would stop here too) Before the ad is parsed: HTCondor's
-            # negotiate() stops before it asks the schedd for the next request, and its schedd
-            # does not send a request of an autocluster rejected in the cycle (above).
-            self.lines.append(f"    Reached submitter resource limit: {lim.used:f} ... stopping")
-            self.stopped = True
+        if self._stopped_at_limit():
+            # Before the ad is parsed: HTCondor's negotiate() stops before it asks the schedd
+            # for the next request, and its schedd does not send a request of an autocluster
+            # rejected in the cycle (above).
             return
         ad, base = req.ad, req.items
         added = self.request_attrs()
@@ -180,13 +178,9 @@ class Session:
         i = 0
         while i < count:
             # The top of negotiate()'s loop, before each job.
-            only_rank = False
-            if lim.used >= lim.limit:
-                if not self.ignore_limit:
-                    self.lines.append(f"    Reached submitter resource limit: {lim.used:f} ... stopping")
-                    self.stopped = True
-                    return
-                only_rank = True
+            if self._stopped_at_limit():
+                return
+            only_rank = lim.used >= lim.limit   # over it on the first spin: for startd rank only
             counts.considered += 1
             exceeded = cyc.accountant.limits_exceeded(limits) if limits else []
             found: list[Match] = []
@@ -241,6 +235,16 @@ class Session:
                 self.lines.append("    Hit submitter limit: done negotiating")
                 self.stopped = True
             return
+
+    def _stopped_at_limit(self) -> bool:
+        """negotiate()'s check before each job: at its limit, the submitter stops (True),
+        unless it may go on for startd-rank preemption only (ignore_limit)."""
+        lim = self.limits
+        if lim.used < lim.limit or self.ignore_limit:
+            return False
+        self.lines.append(f"    Reached submitter resource limit: {lim.used:f} ... stopping")
+        self.stopped = True
+        return True
 
     def no_more(self) -> None:
         self.lines.append("  Got NO_MORE_JOBS;  schedd has no more requests")

@@ -291,8 +291,8 @@ class References:
         self._own: dict[str, tuple[str, ...]] = {}
 
     def own_side(self, text: str) -> tuple[str, ...]:
-        """machine_side's names as a tuple, cached by text: the names the ad holding the
-        expression may define itself (MY.x and bare x), lower-cased."""
+        """The names the ad holding the expression may define itself (MY.x and bare x),
+        lower-cased, as a tuple cached by text."""
         names = self._own.get(text)
         if names is None:
             names = tuple(dict.fromkeys(n.lower() for q, n in self.of(text) if q != "target"))
@@ -325,7 +325,7 @@ class References:
 
     def machine_side(self, text: str) -> set[str]:
         """Names that may be slot attributes when the slot is MY (MY.x and bare x)."""
-        return {n.lower() for q, n in self.of(text) if q != "target"}
+        return set(self.own_side(text))
 
     def target_side(self, text: str) -> set[str]:
         """Names that may be slot attributes when the slot is TARGET (TARGET.x and bare x)."""
